@@ -1,0 +1,101 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// ErrUnsupported is wrapped when the backend lacks an optional ability
+// (listing, force-release, migrations). It is errors.ErrUnsupported.
+var ErrUnsupported = errors.ErrUnsupported
+
+// Inspect returns the current holder of name; ok is false when it is free.
+func (l *Locker) Inspect(ctx context.Context, name string) (h Holder, ok bool, err error) {
+	lister, err := l.lister(name)
+	if err != nil {
+		return Holder{}, false, err
+	}
+	dh, ok, err := lister.Inspect(ctx, name)
+	if err != nil {
+		return Holder{}, false, backend("inspect", name, err)
+	}
+	h = holderFrom(dh)
+	h.Name = name
+	return h, ok, nil
+}
+
+// List returns the held locks whose names start with prefix ("" for all).
+func (l *Locker) List(ctx context.Context, prefix string) ([]Holder, error) {
+	lister, err := l.lister("")
+	if err != nil {
+		return nil, err
+	}
+	dhs, err := lister.List(ctx, prefix)
+	if err != nil {
+		return nil, backend("list", prefix, err)
+	}
+	hs := make([]Holder, len(dhs))
+	for i, dh := range dhs {
+		hs[i] = holderFrom(dh)
+	}
+	return hs, nil
+}
+
+func (l *Locker) lister(name string) (driver.Lister, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	if name != "" {
+		if err := validName(name); err != nil {
+			return nil, err
+		}
+	}
+	lister, ok := l.drv.(driver.Lister)
+	if !ok {
+		return nil, fmt.Errorf("dlock: this backend cannot list holders: %w", ErrUnsupported)
+	}
+	return lister, nil
+}
+
+// ForceRelease frees name whoever holds it: the administrator's way out of
+// a wedged lock. It also raises the name's fence, so the evicted holder's
+// fenced writes are rejected from now on, and returns the evicted holder
+// (ok false when the lock was free) and the new fence.
+func (l *Locker) ForceRelease(ctx context.Context, name string) (evicted Holder, ok bool, newFence uint64, err error) {
+	if err := l.usable(); err != nil {
+		return Holder{}, false, 0, err
+	}
+	if err := validName(name); err != nil {
+		return Holder{}, false, 0, err
+	}
+	fr, isFR := l.drv.(driver.ForceReleaser)
+	if !isFR {
+		return Holder{}, false, 0, fmt.Errorf("dlock: this backend cannot force-release: %w", ErrUnsupported)
+	}
+	dh, ok, fence, err := fr.ForceRelease(ctx, name)
+	if err != nil {
+		return Holder{}, false, 0, backend("force-release", name, err)
+	}
+	evicted = holderFrom(dh)
+	evicted.Name = name
+	return evicted, ok, fence, nil
+}
+
+// Migrate creates the backend's schema if it has one (Postgres lease
+// table); it is idempotent and a no-op for backends without a schema.
+func (l *Locker) Migrate(ctx context.Context) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	m, ok := l.drv.(driver.Migrator)
+	if !ok {
+		return nil
+	}
+	if err := m.Migrate(ctx); err != nil {
+		return backend("migrate", "schema", err)
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+// Package driver defines what a dlock backend implements.
+//
+// Users never import this package: they use *dlock.Locker and *dlock.Lease.
+// A backend implements [Driver] (one attempt, refresh, release, close) and,
+// when it can, the optional interfaces in this package. The portable layer
+// (package dlock) owns everything else exactly once for every backend:
+// validation, retries, backoff, waiting, the watchdog, local expiry and loss
+// detection. A driver therefore never retries, never sleeps, and never
+// decides that a lease is lost: it reports what its backend said.
+//
+// Errors: a driver returns [ErrNotHeld] (or [ErrExpired] / [ErrTakenOver],
+// which match it) when a token no longer owns a lock, and otherwise returns
+// the backend's own error unchanged; the portable layer wraps it once.
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotHeld reports that the token no longer holds the lock (it expired,
+// was released, or another holder has it). Refresh and Release return it.
+var ErrNotHeld = errors.New("lock not held by this token")
+
+// ErrExpired is ErrNotHeld when the backend knows the lock is simply gone
+// (expired or deleted) and nobody else holds it.
+var ErrExpired = notHeld("lock expired or was deleted")
+
+// ErrTakenOver is ErrNotHeld when the backend knows another token holds it.
+var ErrTakenOver = notHeld("lock is held by another token")
+
+type notHeldError string
+
+func notHeld(s string) error { return notHeldError(s) }
+
+func (e notHeldError) Error() string        { return string(e) }
+func (e notHeldError) Is(target error) bool { return target == ErrNotHeld }
+
+// Request is one attempt to take a lock.
+type Request struct {
+	// Name is the validated lock name.
+	Name string
+	// Token is 128 random bits (hex) chosen by the portable layer. It is the
+	// same for every attempt of one Acquire call, so an attempt whose reply
+	// was lost is recognised by the backend as a grant to this token.
+	Token string
+	// Owner is a human-readable holder description (default host/pid).
+	Owner string
+	// TTL is the lease length asked for (already validated).
+	TTL time.Duration
+}
+
+// Grant is the answer to one attempt.
+type Grant struct {
+	// Acquired is true when Token now holds the lock (including when it
+	// already held it from an earlier attempt whose reply was lost).
+	Acquired bool
+	// Fence is the grant's fencing token, strictly increasing per name.
+	Fence uint64
+	// TTL is the lease length the backend actually granted; zero means
+	// exactly Request.TTL. A backend that rounds (etcd: whole seconds)
+	// reports the rounded value here.
+	TTL time.Duration
+	// Holder describes the current holder when Acquired is false.
+	Holder Holder
+}
+
+// Holder is what a backend knows about whoever holds a lock.
+type Holder struct {
+	Name  string
+	Owner string
+	Fence uint64
+	// TTL is the time left; negative when unknown or unbounded
+	// (a session-bound lock such as a Postgres advisory lock).
+	TTL time.Duration
+}
+
+// Driver is the small interface every backend implements.
+// All methods are called concurrently and must be safe for that.
+type Driver interface {
+	// TryAcquire makes exactly one attempt to take req.Name for req.Token.
+	// It increments the fence on success, in the same atomic step.
+	TryAcquire(ctx context.Context, req Request) (Grant, error)
+	// Refresh extends the lock to ttl from now if token still holds it.
+	// It must never re-create a lock that is gone; it returns ErrNotHeld
+	// (or ErrExpired / ErrTakenOver) instead.
+	Refresh(ctx context.Context, name, token string, ttl time.Duration) error
+	// Release frees the lock if token holds it, waking waiters where the
+	// backend can; ErrNotHeld (or a variant) when token did not hold it.
+	Release(ctx context.Context, name, token string) error
+	// Close releases the driver's resources. It is called once, after
+	// every lease of the Locker has ended.
+	Close() error
+}
+
+// Notifier is implemented by backends that can tell waiters when a lock may
+// have become free (Redis pub/sub, Postgres LISTEN/NOTIFY, etcd watch).
+// Without it, waiters poll with jittered backoff bounded by the holder's TTL.
+type Notifier interface {
+	// Watch subscribes to release notifications for name. The subscription
+	// must be active when Watch returns: the portable layer calls Watch, then
+	// makes its next attempt, so a release between the two is never missed.
+	// The channel receives (non-blocking, coalesced) when name may be free.
+	// stop ends the subscription; it is called exactly once.
+	Watch(ctx context.Context, name string) (ch <-chan struct{}, stop func(), err error)
+}
+
+// Queuer is implemented by backends that queue waiters themselves, fairly
+// (etcd: FIFO by revision, each waiter watching only its predecessor).
+// When present, the portable layer calls AcquireWait instead of looping on
+// TryAcquire. AcquireWait returns when granted, or when ctx is done, in
+// which case it must remove its place in the queue and return ctx's error
+// (with Grant.Holder filled in when known).
+type Queuer interface {
+	AcquireWait(ctx context.Context, req Request) (Grant, error)
+}
+
+// RefreshItem is one lease in a batched refresh.
+type RefreshItem struct {
+	Name  string
+	Token string
+	TTL   time.Duration
+}
+
+// BatchRefresher is implemented by backends that can refresh many leases in
+// one round trip. The watchdog then sends one call per batch instead of one
+// per lease. results[i] is the outcome for items[i] (nil, or ErrNotHeld or
+// a variant); err is a transport failure for the whole batch.
+type BatchRefresher interface {
+	RefreshBatch(ctx context.Context, items []RefreshItem) (results []error, err error)
+}
+
+// Lister is implemented by backends that can enumerate and inspect holders.
+type Lister interface {
+	// List returns the held locks whose names start with prefix.
+	List(ctx context.Context, prefix string) ([]Holder, error)
+	// Inspect returns the holder of name; ok is false when it is free.
+	Inspect(ctx context.Context, name string) (h Holder, ok bool, err error)
+}
+
+// ForceReleaser is implemented by backends that let an administrator free a
+// lock regardless of its token. It must also bump the name's fence, so that
+// the evicted holder's fenced writes are rejected afterwards; it returns the
+// holder that was evicted (ok false when the lock was free) and the new
+// fence value that now stands between it and the resource.
+type ForceReleaser interface {
+	ForceRelease(ctx context.Context, name string) (evicted Holder, ok bool, newFence uint64, err error)
+}
+
+// Migrator is implemented by backends with a schema to create (Postgres
+// lease table). Migrate is idempotent.
+type Migrator interface {
+	Migrate(ctx context.Context) error
+}
+
+// Capabilities describes a backend to the portable layer and to users.
+type Capabilities struct {
+	// MinTTL is the smallest TTL the backend honours (etcd: 1 s, and whole
+	// seconds). Zero means the portable minimum.
+	MinTTL time.Duration
+	// TTLGranularity rounds TTLs up to a multiple of it (etcd: 1 s).
+	TTLGranularity time.Duration
+	// SessionBound is true when the lease ends with a connection/session
+	// rather than a TTL (Postgres advisory locks). The TTL then only sets
+	// the health-check cadence.
+	SessionBound bool
+}
+
+// Describer is implemented by backends whose Capabilities differ from the
+// zero value.
+type Describer interface {
+	Capabilities() Capabilities
+}
+
+// Opener builds a Driver from a URL; drivers register one per scheme with
+// dlock.Register. The URL has already been parsed; secrets in it must never
+// appear in returned errors.
+type Opener func(ctx context.Context, url string) (Driver, error)

@@ -1,0 +1,3 @@
+module github.com/dlockdev/dlock
+
+go 1.26

@@ -1,0 +1,73 @@
+// Package testserver starts real backend servers (redis-server, PostgreSQL,
+// etcd) from PATH on free loopback ports, in temporary directories, for
+// tests. Each server is stopped in t.Cleanup.
+//
+// A missing binary skips the test, unless DLOCK_TEST_REQUIRE_SERVERS=1 (set
+// by .ci/run), which turns it into a failure.
+package testserver
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// EnvRequire names the variable that makes a missing server binary fail.
+const EnvRequire = "DLOCK_TEST_REQUIRE_SERVERS"
+
+// Binary finds name on PATH (or in the extra directories), skipping or
+// failing t when it is missing.
+func Binary(t testing.TB, name string, extraDirs ...string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, d := range extraDirs {
+		p := d + "/" + name
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	if os.Getenv(EnvRequire) == "1" {
+		t.Fatalf("%s not found on PATH and %s=1", name, EnvRequire)
+	}
+	t.Skipf("%s not found on PATH (set %s=1 to fail instead)", name, EnvRequire)
+	return ""
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// WaitDial waits until addr accepts TCP connections, or fails t.
+func WaitDial(t testing.TB, addr string, timeout time.Duration) {
+	t.Helper()
+	if err := waitDial(addr, timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitDial(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("server at %s did not accept connections within %s: %v", addr, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,246 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// keeper is the Locker's watchdog. One goroutine per Locker, running only
+// while the Locker has live leases, tracks every lease's schedule:
+//
+//   - an auto-refreshed lease is refreshed a third of its TTL after its
+//     last confirmed (re)grant; leases coming due within a twelfth of their
+//     TTL of each other are refreshed together, in one call when the
+//     driver is a driver.BatchRefresher;
+//   - a refresh refused by the backend loses the lease at once;
+//   - a refresh that fails for a transport reason is retried every
+//     TTL/12, and if no refresh has been confirmed while a third of the TTL
+//     is still left the lease is declared lost (LostUnconfirmed): the
+//     holder hears of it before the backend can give the lock to anyone
+//     else;
+//   - a lease without auto-refresh is lost at its Expires time.
+type keeper struct {
+	locker *Locker
+
+	mu      sync.Mutex
+	sched   map[*Lease]*schedule
+	running bool
+	wake    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type schedule struct {
+	ttl       time.Duration
+	refreshAt time.Time // zero for leases without auto-refresh
+	lossAt    time.Time
+	inflight  bool
+	lastErr   error // the last transport failure, the cause of a loss
+}
+
+// maxBatch bounds one batched refresh call.
+const maxBatch = 1000
+
+func newKeeper(l *Locker) *keeper {
+	return &keeper{locker: l, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1)}
+}
+
+func (k *keeper) add(ls *Lease) {
+	k.mu.Lock()
+	k.sched[ls] = scheduleFor(ls)
+	if !k.running {
+		k.running = true
+		k.wg.Add(1)
+		go k.loop()
+	}
+	k.mu.Unlock()
+	k.poke()
+}
+
+func scheduleFor(ls *Lease) *schedule {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	s := &schedule{ttl: ls.ttl, lossAt: ls.expires}
+	if ls.auto {
+		granted := ls.expires.Add(-(ls.ttl - drift(ls.ttl)))
+		s.refreshAt = granted.Add(ls.ttl / 3)
+		s.lossAt = ls.expires.Add(-ls.ttl / 3)
+	}
+	return s
+}
+
+// reschedule recomputes ls's schedule after a confirmed refresh.
+func (k *keeper) reschedule(ls *Lease) {
+	k.mu.Lock()
+	if _, ok := k.sched[ls]; ok {
+		k.sched[ls] = scheduleFor(ls)
+	}
+	k.mu.Unlock()
+	k.poke()
+}
+
+func (k *keeper) remove(ls *Lease) {
+	k.mu.Lock()
+	delete(k.sched, ls)
+	k.mu.Unlock()
+	k.poke()
+}
+
+func (k *keeper) poke() {
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wait blocks until the loop and every refresh in flight have returned.
+func (k *keeper) wait() { k.wg.Wait() }
+
+func (k *keeper) loop() {
+	defer k.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due, lost, next, ok := k.scan(time.Now())
+		if !ok {
+			return
+		}
+		for ls, cause := range lost {
+			ls.lose(LostUnconfirmed, cause)
+		}
+		for len(due) > 0 {
+			n := min(len(due), maxBatch)
+			k.wg.Add(1)
+			go k.refresh(due[:n])
+			due = due[n:]
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-timer.C:
+		case <-k.wake:
+		}
+	}
+}
+
+// scan picks the leases to refresh and to declare lost, and when to look
+// again. ok is false (and the loop must exit) when no lease is left.
+func (k *keeper) scan(now time.Time) (due []*Lease, lost map[*Lease]error, next time.Time, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.sched) == 0 {
+		k.running = false
+		return nil, nil, time.Time{}, false
+	}
+	next = now.Add(time.Hour)
+	for ls, s := range k.sched {
+		if !now.Before(s.lossAt) {
+			if lost == nil {
+				lost = map[*Lease]error{}
+			}
+			lost[ls] = s.lastErr
+			delete(k.sched, ls)
+			continue
+		}
+		next = earliest(next, s.lossAt)
+		if s.refreshAt.IsZero() || s.inflight {
+			continue
+		}
+		if !now.Add(s.ttl / 12).Before(s.refreshAt) {
+			s.inflight = true
+			due = append(due, ls)
+			continue
+		}
+		next = earliest(next, s.refreshAt)
+	}
+	return due, lost, next, true
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// refresh renews a batch of leases and records each outcome.
+func (k *keeper) refresh(batch []*Lease) {
+	defer k.wg.Done()
+	ctx, cancel := context.WithDeadline(context.Background(), k.deadline(batch))
+	defer cancel()
+	sent := time.Now()
+	results := k.send(ctx, batch)
+	for i, ls := range batch {
+		err := results[i]
+		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
+			k.retryLater(ls, sent, err)
+			continue
+		}
+		k.clearInflight(ls)
+		_ = ls.refreshed(sent, ls.TTL(), err)
+	}
+	k.poke()
+}
+
+func (k *keeper) deadline(batch []*Lease) time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	d := time.Now().Add(time.Hour)
+	for _, ls := range batch {
+		if s, ok := k.sched[ls]; ok {
+			d = earliest(d, s.lossAt)
+		}
+	}
+	return d
+}
+
+// send refreshes batch in one call if the driver batches, else one call per
+// lease, concurrently. results[i] belongs to batch[i].
+func (k *keeper) send(ctx context.Context, batch []*Lease) []error {
+	drv := k.locker.drv
+	if br, ok := drv.(driver.BatchRefresher); ok && len(batch) > 1 {
+		items := make([]driver.RefreshItem, len(batch))
+		for i, ls := range batch {
+			items[i] = driver.RefreshItem{Name: ls.name, Token: ls.token, TTL: ls.TTL()}
+		}
+		results, err := br.RefreshBatch(ctx, items)
+		if err != nil || len(results) != len(batch) {
+			if err == nil {
+				err = errors.New("driver returned a short batch")
+			}
+			results = make([]error, len(batch))
+			for i := range results {
+				results[i] = err
+			}
+		}
+		return results
+	}
+	results := make([]error, len(batch))
+	var wg sync.WaitGroup
+	for i, ls := range batch {
+		wg.Go(func() { results[i] = drv.Refresh(ctx, ls.name, ls.token, ls.TTL()) })
+	}
+	wg.Wait()
+	return results
+}
+
+func (k *keeper) clearInflight(ls *Lease) {
+	k.mu.Lock()
+	if s, ok := k.sched[ls]; ok {
+		s.inflight = false
+	}
+	k.mu.Unlock()
+}
+
+// retryLater schedules another attempt after a transport failure.
+func (k *keeper) retryLater(ls *Lease, sent time.Time, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s, ok := k.sched[ls]; ok {
+		s.inflight = false
+		s.lastErr = err
+		s.refreshAt = sent.Add(max(s.ttl/12, time.Millisecond))
+	}
+}

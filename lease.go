@@ -1,0 +1,219 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// releaseTimeout bounds Release's own context, which is detached from the
+// caller's cancellation so that a canceled request still frees its lock.
+const releaseTimeout = 5 * time.Second
+
+// Lease is one grant of a named lock. It is safe for concurrent use.
+//
+// Done and Err follow context.Context's contract: Done is closed when the
+// lease ends, and Err then says how (ErrReleased, or an error matching
+// ErrLost). Work that must not run without the lock should select on Done,
+// or run under Context(parent), and fence its writes with Fence.
+type Lease struct {
+	locker *Locker
+	name   string
+	token  string
+	owner  string
+	fence  uint64
+	auto   bool
+
+	mu       sync.Mutex
+	ttl      time.Duration
+	expires  time.Time
+	err      error
+	released bool // Release has been called (the backend was asked)
+	done     chan struct{}
+	cancels  []context.CancelCauseFunc
+}
+
+func newLease(l *Locker, req driver.Request, g driver.Grant, sent time.Time, auto bool) *Lease {
+	ttl := req.TTL
+	if g.TTL > 0 {
+		ttl = g.TTL
+	}
+	return &Lease{
+		locker: l, name: req.Name, token: req.Token, owner: req.Owner,
+		fence: g.Fence, auto: auto, ttl: ttl,
+		expires: sent.Add(ttl - drift(ttl)),
+		done:    make(chan struct{}),
+	}
+}
+
+// drift is the margin subtracted from every local expiry for clock-rate
+// differences between this host and the backend: 1% of the TTL plus 2 ms,
+// the Redlock paper's rule.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// Name returns the lock's name.
+func (ls *Lease) Name() string { return ls.name }
+
+// Token returns the lease's secret token: 128 random bits, hex-encoded.
+// Only the holder of the token can refresh or release the lock.
+func (ls *Lease) Token() string { return ls.token }
+
+// Owner returns the holder description this lease was taken with.
+func (ls *Lease) Owner() string { return ls.owner }
+
+// Fence returns the fencing token of this grant: strictly greater than the
+// fence of every earlier grant of the same name, across release, expiry,
+// takeover and force-release. Pass it with every write to the protected
+// resource and let the resource reject lower ones (package fence).
+func (ls *Lease) Fence() uint64 { return ls.fence }
+
+// TTL returns the lease length currently granted.
+func (ls *Lease) TTL() time.Duration {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.ttl
+}
+
+// Expires returns the latest time at which this process may still assume it
+// holds the lock. It is conservative: counted from when the last confirmed
+// acquire or refresh request was SENT, less a clock-drift margin, on this
+// process's monotonic clock. Never compare it with another host's clock.
+func (ls *Lease) Expires() time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.expires
+}
+
+// Done returns a channel closed when the lease ends: released, or lost.
+func (ls *Lease) Done() <-chan struct{} { return ls.done }
+
+// Err returns nil while the lease is held, ErrReleased after Release, or a
+// *LostError (matching ErrLost) after it was lost.
+func (ls *Lease) Err() error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.err
+}
+
+// Context returns a child of parent that is canceled when the lease ends;
+// context.Cause then returns the lease's Err (a *LostError on loss). Run
+// the guarded work under it so that a lost lease stops the work at once.
+func (ls *Lease) Context(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(parent)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.err != nil {
+		cancel(ls.err)
+		return ctx
+	}
+	ls.cancels = append(ls.cancels, cancel)
+	return ctx
+}
+
+// Refresh extends the lease to ttl from now, if it is still held. The
+// watchdog does this by itself unless WithAutoRefresh(false) was given. A
+// refresh never re-creates a lock that expired: it returns a *LostError.
+func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
+	if err := validTTL(ttl); err != nil {
+		return err
+	}
+	if err := ls.Err(); err != nil {
+		return err
+	}
+	sent := time.Now()
+	err := ls.locker.drv.Refresh(ctx, ls.name, ls.token, ttl)
+	return ls.refreshed(sent, ttl, err)
+}
+
+// refreshed records the outcome of a refresh sent at sent.
+func (ls *Lease) refreshed(sent time.Time, ttl time.Duration, err error) error {
+	switch {
+	case err == nil:
+		ls.mu.Lock()
+		if ls.err == nil {
+			ls.ttl, ls.expires = ttl, sent.Add(ttl-drift(ttl))
+		}
+		ls.mu.Unlock()
+		ls.locker.keeper.reschedule(ls)
+		return ls.Err()
+	case errors.Is(err, driver.ErrNotHeld):
+		return ls.lose(lostReason(err), nil)
+	default:
+		return backend("refresh", ls.name, err)
+	}
+}
+
+func lostReason(err error) string {
+	switch {
+	case errors.Is(err, driver.ErrTakenOver):
+		return LostTakenOver
+	case errors.Is(err, driver.ErrExpired):
+		return LostExpired
+	}
+	return LostExpired
+}
+
+// Release frees the lock if this lease still holds it (token-checked) and
+// wakes waiters. It works even when ctx is already canceled: it runs under
+// its own context, detached from ctx's cancellation and bounded by 5 s.
+// It returns nil on success, a *LostError (matching ErrLost) when the lock
+// had already been lost (another holder's lock is never touched), and
+// ErrReleased when called again.
+func (ls *Lease) Release(ctx context.Context) error {
+	ls.mu.Lock()
+	if ls.released {
+		err := ls.err
+		ls.mu.Unlock()
+		return err
+	}
+	ls.released = true
+	lost := ls.err
+	ls.mu.Unlock()
+
+	ls.locker.keeper.remove(ls)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	err := ls.locker.drv.Release(rctx, ls.name, ls.token)
+	switch {
+	case lost != nil:
+		return lost
+	case err == nil:
+		ls.finish(ErrReleased)
+		return nil
+	case errors.Is(err, driver.ErrNotHeld):
+		return ls.lose(lostReason(err), nil)
+	default:
+		// The lease is ended locally either way: it is no longer refreshed
+		// and will expire on the backend.
+		ls.finish(ErrReleased)
+		return backend("release", ls.name, err)
+	}
+}
+
+// lose ends the lease with a *LostError and returns the lease's final Err.
+func (ls *Lease) lose(reason string, cause error) error {
+	ls.finish(&LostError{Name: ls.name, Fence: ls.fence, Reason: reason, Cause: cause})
+	return ls.Err()
+}
+
+// finish ends the lease once; later calls keep the first outcome.
+func (ls *Lease) finish(err error) {
+	ls.mu.Lock()
+	if ls.err != nil {
+		ls.mu.Unlock()
+		return
+	}
+	ls.err = err
+	cancels := ls.cancels
+	ls.cancels = nil
+	close(ls.done)
+	ls.mu.Unlock()
+	for _, c := range cancels {
+		c(err)
+	}
+	ls.locker.keeper.remove(ls)
+	ls.locker.untrack(ls)
+}

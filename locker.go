@@ -1,0 +1,135 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// Locker hands out leases on named locks from one backend. It is safe for
+// concurrent use; make one per backend and share it, like a *sql.DB.
+type Locker struct {
+	drv      driver.Driver
+	caps     driver.Capabilities
+	defaults settings
+	keeper   *keeper
+
+	mu     sync.Mutex
+	closed bool
+	live   map[*Lease]struct{}
+}
+
+// NewLocker wraps a driver in the portable layer. Driver packages call it
+// from their constructors (redislock.New, pglock.New, ...); users rarely
+// need it directly. opts become the Locker's defaults for every acquire.
+// A nil driver or an invalid option is an error wrapping ErrInvalidArgument.
+func NewLocker(drv driver.Driver, opts ...Option) (*Locker, error) {
+	if drv == nil {
+		return nil, invalid("nil driver")
+	}
+	return newLocker(drv, opts)
+}
+
+func newLocker(drv driver.Driver, opts []Option) (*Locker, error) {
+	s := defaultSettings().with(opts)
+	if s.err != nil {
+		return nil, s.err
+	}
+	l := &Locker{drv: drv, defaults: s, live: map[*Lease]struct{}{}}
+	if d, ok := drv.(driver.Describer); ok {
+		l.caps = d.Capabilities()
+	}
+	l.keeper = newKeeper(l)
+	return l, nil
+}
+
+// Driver returns the backend driver, for driver packages' own extensions.
+func (l *Locker) Driver() driver.Driver { return l.drv }
+
+// Capabilities describes the backend (minimum TTL, session-bound leases).
+func (l *Locker) Capabilities() driver.Capabilities { return l.caps }
+
+// Close releases every lease still held (best effort, token-checked), stops
+// the watchdog and closes the driver. Acquire calls after Close fail with
+// ErrInvalidArgument. Close is idempotent.
+func (l *Locker) Close() error {
+	if l == nil {
+		return invalid("nil Locker")
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	leases := make([]*Lease, 0, len(l.live))
+	for ls := range l.live {
+		leases = append(leases, ls)
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, ls := range leases {
+		if err := ls.Release(context.Background()); err != nil && !errors.Is(err, ErrLost) && !errors.Is(err, ErrReleased) {
+			errs = append(errs, err)
+		}
+	}
+	l.keeper.wait()
+	if err := l.drv.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("dlock: close driver: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// usable reports a nil or closed Locker as an invalid argument.
+func (l *Locker) usable() error {
+	if l == nil {
+		return invalid("nil Locker")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return invalid("Locker is closed")
+	}
+	return nil
+}
+
+func (l *Locker) track(ls *Lease) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.live[ls] = struct{}{}
+	return true
+}
+
+func (l *Locker) untrack(ls *Lease) {
+	l.mu.Lock()
+	delete(l.live, ls)
+	l.mu.Unlock()
+}
+
+// settingsFor validates name and opts against the Locker's defaults and
+// the backend's capabilities.
+func (l *Locker) settingsFor(name string, opts []Option) (settings, error) {
+	if err := l.usable(); err != nil {
+		return settings{}, err
+	}
+	if err := validName(name); err != nil {
+		return settings{}, err
+	}
+	s := l.defaults.with(opts)
+	if s.err != nil {
+		return settings{}, s.err
+	}
+	if l.caps.MinTTL > 0 && s.ttl < l.caps.MinTTL {
+		return settings{}, invalid("ttl %s is below this backend's minimum %s", s.ttl, l.caps.MinTTL)
+	}
+	if g := l.caps.TTLGranularity; g > 0 && s.ttl%g != 0 {
+		s.ttl = (s.ttl/g + 1) * g
+	}
+	return s, nil
+}
