@@ -14,8 +14,11 @@ var ErrUnsupported = errors.ErrUnsupported
 
 // Inspect returns the current holder of name; ok is false when it is free.
 func (l *Locker) Inspect(ctx context.Context, name string) (h Holder, ok bool, err error) {
-	lister, err := l.lister(name)
+	lister, err := l.lister()
 	if err != nil {
+		return Holder{}, false, err
+	}
+	if err := validName(name); err != nil {
 		return Holder{}, false, err
 	}
 	dh, ok, err := lister.Inspect(ctx, name)
@@ -29,7 +32,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (h Holder, ok bool, e
 
 // List returns the held locks whose names start with prefix ("" for all).
 func (l *Locker) List(ctx context.Context, prefix string) ([]Holder, error) {
-	lister, err := l.lister("")
+	lister, err := l.lister()
 	if err != nil {
 		return nil, err
 	}
@@ -44,14 +47,9 @@ func (l *Locker) List(ctx context.Context, prefix string) ([]Holder, error) {
 	return hs, nil
 }
 
-func (l *Locker) lister(name string) (driver.Lister, error) {
+func (l *Locker) lister() (driver.Lister, error) {
 	if err := l.usable(); err != nil {
 		return nil, err
-	}
-	if name != "" {
-		if err := validName(name); err != nil {
-			return nil, err
-		}
 	}
 	lister, ok := l.drv.(driver.Lister)
 	if !ok {

@@ -20,7 +20,14 @@ func Do(ctx context.Context, l *Locker, name string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
+	done := false
+	defer func() {
+		if !done { // fn panicked: free the lock before the panic goes on
+			_ = lease.Release(ctx)
+		}
+	}()
 	fnErr := fn(lease.Context(ctx), lease)
+	done = true
 	lostErr := lease.Err()
 	relErr := lease.Release(ctx)
 	switch {
@@ -41,6 +48,9 @@ func Do(ctx context.Context, l *Locker, name string, fn func(ctx context.Context
 // released and the error names the lock that could not be had. The leases
 // are returned in sorted name order.
 func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...Option) ([]*Lease, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
 	if len(names) == 0 {
 		return nil, invalid("AcquireAll needs at least one name")
 	}

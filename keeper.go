@@ -38,6 +38,7 @@ type schedule struct {
 	refreshAt time.Time // zero for leases without auto-refresh
 	lossAt    time.Time
 	inflight  bool
+	retrying  bool  // refreshAt is a retry after a transport failure
 	lastErr   error // the last transport failure, the cause of a loss
 }
 
@@ -148,7 +149,13 @@ func (k *keeper) scan(now time.Time) (due []*Lease, lost map[*Lease]error, next 
 		if s.refreshAt.IsZero() || s.inflight {
 			continue
 		}
-		if !now.Add(s.ttl / 12).Before(s.refreshAt) {
+		// Refreshes come due up to TTL/12 early, to batch neighbours;
+		// a retry does not, or it would be due again at once (hot loop).
+		early := s.ttl / 12
+		if s.retrying {
+			early = 0
+		}
+		if !now.Add(early).Before(s.refreshAt) {
 			s.inflight = true
 			due = append(due, ls)
 			continue
@@ -175,11 +182,13 @@ func (k *keeper) refresh(batch []*Lease) {
 	for i, ls := range batch {
 		err := results[i]
 		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
-			k.retryLater(ls, sent, err)
+			k.retryLater(ls, err)
 			continue
 		}
-		k.clearInflight(ls)
+		// Record the outcome (a new schedule) before clearing inflight, so
+		// that a scan in between does not see the old, due, refreshAt.
 		_ = ls.refreshed(sent, ls.TTL(), err)
+		k.clearInflight(ls)
 	}
 	k.poke()
 }
@@ -235,12 +244,13 @@ func (k *keeper) clearInflight(ls *Lease) {
 }
 
 // retryLater schedules another attempt after a transport failure.
-func (k *keeper) retryLater(ls *Lease, sent time.Time, err error) {
+func (k *keeper) retryLater(ls *Lease, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if s, ok := k.sched[ls]; ok {
 		s.inflight = false
 		s.lastErr = err
-		s.refreshAt = sent.Add(max(s.ttl/12, time.Millisecond))
+		s.retrying = true
+		s.refreshAt = time.Now().Add(max(s.ttl/12, time.Millisecond))
 	}
 }

@@ -120,11 +120,15 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := validTTL(ttl); err != nil {
 		return err
 	}
+	ttl, err := ls.locker.backendTTL(ttl)
+	if err != nil {
+		return err
+	}
 	if err := ls.Err(); err != nil {
 		return err
 	}
 	sent := time.Now()
-	err := ls.locker.drv.Refresh(ctx, ls.name, ls.token, ttl)
+	err = ls.locker.drv.Refresh(ctx, ls.name, ls.token, ttl)
 	return ls.refreshed(sent, ttl, err)
 }
 
@@ -139,11 +143,20 @@ func (ls *Lease) refreshed(sent time.Time, ttl time.Duration, err error) error {
 		ls.mu.Unlock()
 		ls.locker.keeper.reschedule(ls)
 		return ls.Err()
+	case errors.Is(err, driver.ErrNotHeld) && ls.releasing():
+		// A watchdog refresh raced with Release, which decides the outcome.
+		return ls.Err()
 	case errors.Is(err, driver.ErrNotHeld):
 		return ls.lose(lostReason(err), nil)
 	default:
 		return backend("refresh", ls.name, err)
 	}
+}
+
+func (ls *Lease) releasing() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.released
 }
 
 func lostReason(err error) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dlockdev/dlock/driver"
 )
@@ -96,6 +97,8 @@ func (l *Locker) usable() error {
 	return nil
 }
 
+// track registers a new lease and hands it to the watchdog, atomically
+// with respect to Close: a lease is either refused or seen by Close.
 func (l *Locker) track(ls *Lease) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -103,6 +106,7 @@ func (l *Locker) track(ls *Lease) bool {
 		return false
 	}
 	l.live[ls] = struct{}{}
+	l.keeper.add(ls)
 	return true
 }
 
@@ -125,11 +129,21 @@ func (l *Locker) settingsFor(name string, opts []Option) (settings, error) {
 	if s.err != nil {
 		return settings{}, s.err
 	}
-	if l.caps.MinTTL > 0 && s.ttl < l.caps.MinTTL {
-		return settings{}, invalid("ttl %s is below this backend's minimum %s", s.ttl, l.caps.MinTTL)
-	}
-	if g := l.caps.TTLGranularity; g > 0 && s.ttl%g != 0 {
-		s.ttl = (s.ttl/g + 1) * g
+	var err error
+	if s.ttl, err = l.backendTTL(s.ttl); err != nil {
+		return settings{}, err
 	}
 	return s, nil
+}
+
+// backendTTL checks a valid ttl against the backend's minimum and rounds it
+// up to the backend's granularity.
+func (l *Locker) backendTTL(ttl time.Duration) (time.Duration, error) {
+	if l.caps.MinTTL > 0 && ttl < l.caps.MinTTL {
+		return 0, invalid("ttl %s is below this backend's minimum %s", ttl, l.caps.MinTTL)
+	}
+	if g := l.caps.TTLGranularity; g > 0 && ttl%g != 0 {
+		ttl = (ttl/g + 1) * g
+	}
+	return ttl, nil
 }

@@ -73,6 +73,12 @@ func (l *Locker) acquire(ctx context.Context, name string, s settings) (*Lease, 
 		if s.wait == 0 || wctx.Err() != nil {
 			return nil, l.notAcquired(ctx, req, w, start)
 		}
+		if err := l.usable(); err != nil { // closed while we waited
+			if w.lastErr != nil {
+				l.cleanup(req)
+			}
+			return nil, err
+		}
 		if err := w.pause(wctx, attempt); err != nil {
 			return nil, l.notAcquired(ctx, req, w, start)
 		}
@@ -94,7 +100,6 @@ func (l *Locker) granted(req driver.Request, g driver.Grant, sent time.Time, s s
 		l.cleanup(req)
 		return nil, invalid("Locker is closed")
 	}
-	l.keeper.add(ls)
 	return ls, nil
 }
 

@@ -1,0 +1,11 @@
+package dlock_test
+
+import (
+	"testing"
+
+	"github.com/dlockdev/dlock/dlocktest"
+)
+
+// TestMain fails the run if any test leaks a goroutine (watchdogs,
+// waiters, subscriptions).
+func TestMain(m *testing.M) { dlocktest.Main(m) }

@@ -1,0 +1,38 @@
+package memlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/dlocktest"
+	"github.com/dlockdev/dlock/memlock"
+)
+
+func TestMain(m *testing.M) { dlocktest.Main(m) }
+
+func newLocker(t testing.TB, s *memlock.Store) *dlock.Locker {
+	t.Helper()
+	l, err := memlock.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestConformance runs the suite in-process; cross-process tests skip
+// (URL ""), since a child process cannot see this process's Store.
+func TestConformance(t *testing.T) {
+	store := memlock.NewStore()
+	dlocktest.Run(t, dlocktest.Harness{
+		New:    func(t testing.TB) *dlock.Locker { return newLocker(t, store) },
+		Expire: func(t testing.TB, name string) { store.Expire(name) },
+		Steal: func(t testing.TB, name string) {
+			store.Steal(name, "dlocktest-thief", time.Hour)
+		},
+		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
+			s := memlock.NewStore()
+			return newLocker(t, s), s.Stop
+		},
+	})
+}

@@ -1,0 +1,127 @@
+package memlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/memlock"
+)
+
+func TestOpenSharesNamedStores(t *testing.T) {
+	ctx := context.Background()
+	a, err := dlock.Open(ctx, "mem://shared-test?owner=a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := dlock.Open(ctx, "mem://shared-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c, err := dlock.Open(ctx, "mem://other-store")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := a.Acquire(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryAcquire(ctx, "x"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("same NAME: TryAcquire = %v, want ErrNotAcquired", err)
+	}
+	ls, err := c.TryAcquire(ctx, "x")
+	if err != nil {
+		t.Errorf("other NAME: TryAcquire = %v, want a separate store", err)
+	} else {
+		_ = ls.Release(ctx)
+	}
+}
+
+func TestOpenRejectsBadURLs(t *testing.T) {
+	for _, u := range []string{"mem://x?colour=red", "mem://x/some/path"} {
+		l, err := dlock.Open(context.Background(), u)
+		if err == nil {
+			l.Close()
+			t.Errorf("Open(%q) succeeded", u)
+		} else if !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidArgument", u, err)
+		}
+	}
+	if _, err := memlock.New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("New(nil) = %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestStopFailsEveryOperation(t *testing.T) {
+	store := memlock.NewStore()
+	l := newLocker(t, store)
+	defer l.Close()
+	ctx := context.Background()
+	ls, err := l.Acquire(ctx, "x", dlock.WithTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Stop()
+	if _, err := l.TryAcquire(ctx, "y"); !errors.Is(err, dlock.ErrBackend) || !errors.Is(err, memlock.ErrStopped) {
+		t.Errorf("TryAcquire on a stopped store = %v, want ErrBackend wrapping ErrStopped", err)
+	}
+	if err := ls.Refresh(ctx, time.Hour); !errors.Is(err, memlock.ErrStopped) {
+		t.Errorf("Refresh = %v, want ErrStopped", err)
+	}
+	if _, err := l.List(ctx, ""); !errors.Is(err, memlock.ErrStopped) {
+		t.Errorf("List = %v, want ErrStopped", err)
+	}
+}
+
+func TestExpireStealForceRelease(t *testing.T) {
+	store := memlock.NewStore()
+	l := newLocker(t, store)
+	defer l.Close()
+	ctx := context.Background()
+	if store.Expire("free") {
+		t.Error("Expire of a free lock reported it held")
+	}
+	if f := store.Steal("x", "thief", time.Hour); f != 1 {
+		t.Errorf("Steal fence = %d, want 1", f)
+	}
+	h, ok, err := l.Inspect(ctx, "x")
+	if err != nil || !ok || h.Owner != "thief" || h.Fence != 1 || h.TTL <= 59*time.Minute {
+		t.Errorf("Inspect = %+v, %v, %v; want the thief, fence 1, ~1h left", h, ok, err)
+	}
+	_, ok, fence, err := l.ForceRelease(ctx, "x")
+	if err != nil || !ok || fence != 2 {
+		t.Errorf("ForceRelease = %v, %d, %v; want evicted, fence 2", ok, fence, err)
+	}
+	if _, ok, fence, _ := l.ForceRelease(ctx, "x"); ok || fence != 3 {
+		t.Errorf("ForceRelease of a free lock = %v, %d; want not held, fence still bumped to 3", ok, fence)
+	}
+	ls, err := l.TryAcquire(ctx, "x")
+	if err != nil || ls.Fence() != 4 {
+		t.Fatalf("TryAcquire after force-releases: %v, want fence 4", err)
+	}
+	_ = ls.Release(ctx)
+}
+
+func TestListSortedByPrefix(t *testing.T) {
+	store := memlock.NewStore()
+	l := newLocker(t, store)
+	defer l.Close()
+	ctx := context.Background()
+	for _, n := range []string{"jobs/b", "jobs/a", "other"} {
+		if _, err := l.TryAcquire(ctx, n, dlock.WithOwner("me")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs, err := l.List(ctx, "jobs/")
+	if err != nil || len(hs) != 2 || hs[0].Name != "jobs/a" || hs[1].Name != "jobs/b" {
+		t.Errorf("List(jobs/) = %+v, %v; want jobs/a, jobs/b", hs, err)
+	}
+	all, _ := l.List(ctx, "")
+	if len(all) != 3 {
+		t.Errorf("List(\"\") = %d holders, want 3", len(all))
+	}
+}

@@ -1,0 +1,108 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	_ "github.com/dlockdev/dlock/memlock"
+)
+
+// TestOpenQueryDefaults: ttl, wait and owner in the URL become the
+// Locker's defaults; options given to Open override them.
+func TestOpenQueryDefaults(t *testing.T) {
+	ctx := context.Background()
+	l, err := dlock.Open(ctx, "mem://open-defaults?ttl=2s&wait=0s&owner=from-url")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ls, err := l.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Release(ctx)
+	if ls.TTL() != 2*time.Second || ls.Owner() != "from-url" {
+		t.Errorf("lease TTL %s owner %q, want the URL's 2s and from-url", ls.TTL(), ls.Owner())
+	}
+	start := time.Now()
+	if _, err := l.Acquire(ctx, "job"); !errors.Is(err, dlock.ErrNotAcquired) || time.Since(start) > time.Second {
+		t.Errorf("Acquire with the URL's wait=0s: %v after %s, want ErrNotAcquired at once", err, time.Since(start))
+	}
+	l2, err := dlock.Open(ctx, "mem://open-defaults?owner=from-url", dlock.WithOwner("from-option"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	_, err = l2.TryAcquire(ctx, "job")
+	var he *dlock.HeldError
+	if !errors.As(err, &he) || he.Owner != "from-url" {
+		t.Errorf("same-named mem:// stores are not shared: %v", err)
+	}
+	ls2, err := l2.TryAcquire(ctx, "job2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls2.Release(ctx)
+	if ls2.Owner() != "from-option" {
+		t.Errorf("owner %q, want the option's, which overrides the URL's", ls2.Owner())
+	}
+}
+
+// TestOpenErrors: bad URLs are invalid arguments that say how to fix them
+// and never print a password.
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct{ url, mention string }{
+		{"nosuch://host/x", `unknown URL scheme "nosuch"`},
+		{"nosuch://host/x", "mem"},
+		{"localhost:6379", "scheme"},
+		{"mem://x?ttl=forever", "ttl="},
+		{"mem://x?ttl=1ms", "1ms"},
+		{"mem://x?wait=-1s", "negative"},
+		{"mem://x?bogus=1", "bogus"},
+		{"redis://user:s3cret@[::1:6379/", "malformed URL"},
+	}
+	for _, c := range cases {
+		l, err := dlock.Open(ctx, c.url)
+		if err == nil {
+			l.Close()
+			t.Errorf("Open(%q) succeeded", c.url)
+			continue
+		}
+		if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), c.mention) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidArgument mentioning %q", c.url, err, c.mention)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q) leaked the password: %v", c.url, err)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for _, raw := range []string{
+		"redis://user:s3cret@localhost:6379/0",
+		"postgres://localhost/db?password=s3cret",
+		"redis://:s3cret@[::1", // unparseable
+	} {
+		if got := dlock.Redact(raw); strings.Contains(got, "s3cret") {
+			t.Errorf("Redact(%q) = %q, leaks the password", raw, got)
+		}
+	}
+	if got := dlock.Redact("redis://localhost:6379/0"); got != "redis://localhost:6379/0" {
+		t.Errorf("Redact changed a URL without secrets: %q", got)
+	}
+}
+
+func TestSchemesListsMem(t *testing.T) {
+	found := false
+	for _, s := range dlock.Schemes() {
+		found = found || s == "mem"
+	}
+	if !found {
+		t.Errorf("Schemes() = %v, want mem registered", dlock.Schemes())
+	}
+}
