@@ -59,7 +59,8 @@ func DefaultURL() (string, error) {
 		}
 		dir = filepath.Join(home, ".local", "state")
 	}
-	return "file://" + filepath.Join(dir, "dlock", "dlock.db"), nil
+	u := url.URL{Scheme: "file", Path: filepath.Join(dir, "dlock", "dlock.db")}
+	return u.String(), nil
 }
 
 // Open connects to the backend named by rawURL and returns a Locker.

@@ -1,0 +1,64 @@
+package filelock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// shared holds the stores opened by path in this process, one per file
+// and sync level, counted by handle.
+var shared = struct {
+	mu sync.Mutex
+	m  map[string]*store
+}{m: map[string]*store{}}
+
+// openDriver returns a handle on path's shared store, opening it (and
+// creating its directory) on first use.
+func openDriver(ctx context.Context, path, sync string) (*fileDriver, error) {
+	key := filepath.Clean(path) + "?sync=" + sync
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	s := shared.m[key]
+	if s == nil {
+		var err error
+		if s, err = openStore(ctx, path, sync); err != nil {
+			return nil, err
+		}
+		shared.m[key] = s
+	}
+	s.refs++
+	return &fileDriver{store: s, release: func() error { return unref(key, s) }}, nil
+}
+
+func unref(key string, s *store) error {
+	shared.mu.Lock()
+	s.refs--
+	last := s.refs == 0
+	if last {
+		delete(shared.m, key)
+	}
+	shared.mu.Unlock()
+	if !last {
+		return nil
+	}
+	return s.close()
+}
+
+func openStore(ctx context.Context, path, sync string) (*store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	db, err := openDB(path, sync)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newStore(ctx, db, func() (*sql.DB, error) { return openDB(path, sync) }, true)
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return s, nil
+}
