@@ -165,6 +165,8 @@ func lostReason(err error) string {
 		return LostTakenOver
 	case errors.Is(err, driver.ErrExpired):
 		return LostExpired
+	case errors.Is(err, driver.ErrSessionEnded):
+		return LostSession
 	}
 	return LostExpired
 }

@@ -135,6 +135,9 @@ func (l *Locker) cleanup(req driver.Request) {
 func (l *Locker) acquireQueued(ctx, wctx context.Context, q driver.Queuer, req driver.Request, s settings, start time.Time) (*Lease, error) {
 	sent := time.Now()
 	g, err := q.AcquireWait(wctx, req)
+	if !g.Since.IsZero() {
+		sent = g.Since // the queue kept the lease alive while it waited
+	}
 	if err == nil && g.Acquired {
 		return l.granted(req, g, sent, s)
 	}

@@ -30,6 +30,10 @@ var ErrExpired = notHeld("lock expired or was deleted")
 // ErrTakenOver is ErrNotHeld when the backend knows another token holds it.
 var ErrTakenOver = notHeld("lock is held by another token")
 
+// ErrSessionEnded is ErrNotHeld when the backend session the lock lived
+// in has ended (a Postgres advisory lock's connection, an etcd lease).
+var ErrSessionEnded = notHeld("the session holding the lock ended")
+
 type notHeldError string
 
 func notHeld(s string) error { return notHeldError(s) }
@@ -64,6 +68,12 @@ type Grant struct {
 	TTL time.Duration
 	// Holder describes the current holder when Acquired is false.
 	Holder Holder
+	// Since, when not zero, is when the granted lease's TTL started
+	// counting, on this host's monotonic clock: the SENT time of the call
+	// that last created or renewed it. A Queuer that keeps a waiter's lease
+	// alive while it queues must set it; zero means the time the attempt
+	// was sent.
+	Since time.Time
 }
 
 // Holder is what a backend knows about whoever holds a lock.
@@ -156,7 +166,7 @@ type Migrator interface {
 
 // Capabilities describes a backend to the portable layer and to users.
 type Capabilities struct {
-	// MinTTL is the smallest TTL the backend honours (etcd: 1 s, and whole
+	// MinTTL is the smallest TTL the backend honours (etcd: 2 s, and whole
 	// seconds). Zero means the portable minimum.
 	MinTTL time.Duration
 	// TTLGranularity rounds TTLs up to a multiple of it (etcd: 1 s).

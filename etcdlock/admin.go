@@ -1,0 +1,63 @@
+package etcdlock
+
+import (
+	"context"
+
+	"github.com/dlockdev/dlock/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// List returns the holder of every name starting with prefix: per name,
+// the contender with the smallest create revision.
+func (d *etcdDriver) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
+	resp, err := d.cli.Get(ctx, d.keys.namePrefix(prefix), clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var hs []driver.Holder
+	for _, kv := range resp.Kvs {
+		name, ok := d.keys.name(kv.Key)
+		if !ok || seen[name] {
+			continue
+		}
+		seen[name] = true
+		hs = append(hs, d.holder(ctx, name, kv))
+	}
+	return hs, nil
+}
+
+// Inspect returns the holder of name, if any.
+func (d *etcdDriver) Inspect(ctx context.Context, name string) (driver.Holder, bool, error) {
+	resp, err := d.cli.Get(ctx, d.keys.dir(name), clientv3.WithFirstCreate()...)
+	if err != nil {
+		return driver.Holder{}, false, err
+	}
+	head := first(resp.Kvs)
+	return d.holder(ctx, name, head), head != nil, nil
+}
+
+// ForceRelease deletes the holder's key and revokes its lease. No separate counter is needed: the next
+// grant's fence is its key's create revision, which is greater than the
+// revision of this delete, returned as the new fence. When the name is
+// free the current revision is returned.
+func (d *etcdDriver) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
+	resp, err := d.cli.Get(ctx, d.keys.dir(name), clientv3.WithFirstCreate()...)
+	if err != nil {
+		return driver.Holder{}, false, 0, err
+	}
+	head := first(resp.Kvs)
+	if head == nil {
+		return driver.Holder{Name: name, TTL: -1}, false, uint64(resp.Header.Revision), nil
+	}
+	h := d.holder(ctx, name, head)
+	key := string(head.Key)
+	del, err := d.cli.Delete(ctx, key)
+	if err != nil {
+		return driver.Holder{}, false, 0, err
+	}
+	d.revoke(ctx, clientv3.LeaseID(head.Lease))
+	// Deleted is 0 when the holder left meanwhile: nobody was evicted.
+	return h, del.Deleted > 0, uint64(del.Header.Revision), nil
+}

@@ -1,0 +1,295 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errQueueEntryLost reports that a waiter's own key vanished while it
+// waited (its lease expired, or someone deleted the key).
+var errQueueEntryLost = errors.New("etcd: this waiter's queue key vanished (lease expired or key deleted)")
+
+// AcquireWait queues req.Token behind every earlier contender for the name,
+// FIFO by create revision, and waits until all of them are gone. Each
+// waiter watches only its predecessor, so a release wakes exactly one
+// waiter. The waiter's lease is kept alive here (KeepAliveOnce every third
+// of its TTL) while it waits. When ctx is done the waiter revokes its
+// lease, which deletes its key, and returns ctx's error with the holder.
+func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	w, err := d.enqueue(ctx, req)
+	if err != nil {
+		if cerr := ctxErr(ctx); cerr != nil {
+			err = cerr
+		}
+		return driver.Grant{}, err
+	}
+	for w.pred != nil && err == nil {
+		err = w.waitForPredecessor(ctx)
+	}
+	if err != nil {
+		return w.abandon(ctx, err)
+	}
+	g := granted(w.rev, w.secs)
+	g.Since = w.since
+	return g, nil
+}
+
+// waiter is one queued AcquireWait.
+type waiter struct {
+	d     *etcdDriver
+	name  string
+	key   string
+	lease clientv3.LeaseID
+	secs  int64
+	rev   int64            // the create revision of key: our place, and our fence
+	pred  *mvccpb.KeyValue // the contender just before us; nil when first
+	seen  int64            // a revision at which pred still existed
+	// predHolds is true when pred was the holder at seen: its deletion
+	// then makes us the holder for sure (see guard).
+	predHolds bool
+	watched   time.Time // when the current watch was confirmed created
+	renewAt   time.Time // when the lease is next renewed: a third of its TTL after the last renewal was sent
+	since     time.Time // when the last grant or renewal of the lease was sent
+}
+
+// Watches that etcd 3.4 mistakes for catching-up ones are served by a loop
+// that runs every syncInterval; guardEvery is how often the next waiter in
+// line looks at its predecessor itself during that window.
+const (
+	syncInterval = 100 * time.Millisecond
+	guardEvery   = 30 * time.Millisecond
+)
+
+// enqueue grants the waiter's lease and, in one transaction, puts its key
+// and reads the two newest contenders: itself and its predecessor.
+func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, error) {
+	secs, err := leaseSeconds(req.TTL)
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	lease, err := d.cli.Grant(ctx, secs)
+	if err != nil {
+		return nil, err
+	}
+	w := &waiter{d: d, name: req.Name, key: d.keys.key(req.Name, req.Token), lease: lease.ID, secs: lease.TTL}
+	w.renewed(sent)
+	newest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
+	resp, err := d.cli.Txn(ctx).Then(
+		clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(lease.ID)),
+		clientv3.OpGet(d.keys.dir(req.Name), newest...),
+		clientv3.OpGet(d.keys.dir(req.Name), clientv3.WithFirstCreate()...),
+	).Commit()
+	if err != nil {
+		d.revoke(ctx, lease.ID)
+		return nil, err
+	}
+	w.rev, w.seen = resp.Header.Revision, resp.Header.Revision
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 2 {
+		w.pred = kvs[1]
+	}
+	w.setHolder(first(resp.Responses[2].GetResponseRange().Kvs))
+	return w, nil
+}
+
+// waitForPredecessor waits until pred is deleted, then finds the next
+// predecessor (nil when the waiter is now first).
+//
+// The watch starts at the server's current revision rather than at
+// w.seen+1: etcd 3.4 serves a watch whose start revision it has already
+// passed (an "unsynced" watcher) only from a loop that runs every 100 ms,
+// which is what stalls concurrency.Mutex at each handoff. A watch from
+// "now" is synced at once; the created response says which revision it
+// starts after, and if that is past w.seen the predecessor is looked up
+// again, since it may have gone in between.
+//
+// etcd itself picks "now" between two steps, and a write landing between
+// them still makes the watch a catching-up one. So the next waiter in line
+// (whose predecessor holds the lock) also looks at the predecessor every
+// guardEvery during the first syncInterval of its watch: at most a few
+// reads per handoff, instead of a 100 ms stall now and then.
+func (w *waiter) waitForPredecessor(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := w.d.cli.Watch(wctx, string(w.pred.Key), clientv3.WithCreatedNotify())
+	renew := time.NewTimer(time.Until(w.renewAt))
+	defer renew.Stop()
+	guard := time.NewTimer(time.Hour)
+	defer guard.Stop()
+	for {
+		var gone bool
+		var err error
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-renew.C:
+			err = w.keepAlive(ctx)
+			renew.Reset(time.Until(w.renewAt))
+		case <-guard.C:
+			gone, err = w.recheck(ctx)
+		case resp, ok := <-events:
+			gone, err = w.predecessorGone(ctx, resp, ok)
+		}
+		if err != nil || gone {
+			return err
+		}
+		if w.predHolds && !w.watched.IsZero() && time.Since(w.watched) < syncInterval {
+			guard.Reset(guardEvery)
+		}
+	}
+}
+
+// predecessorGone interprets one watch response; on a deletion it moves
+// w to the next predecessor.
+func (w *waiter) predecessorGone(ctx context.Context, resp clientv3.WatchResponse, ok bool) (bool, error) {
+	switch {
+	case !ok:
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		return false, errors.New("etcd: watch closed")
+	case resp.Err() != nil:
+		return false, resp.Err()
+	case resp.Created:
+		w.watched = time.Now()
+		if resp.Header.Revision <= w.seen {
+			return false, nil
+		}
+		return w.recheck(ctx)
+	}
+	for _, ev := range resp.Events {
+		if ev.Type == clientv3.EventTypeDelete {
+			return true, w.moveOn(ctx, ev.Kv.ModRevision)
+		}
+	}
+	return false, nil
+}
+
+// recheck looks the predecessor up again; if it is gone, w moves on.
+func (w *waiter) recheck(ctx context.Context) (bool, error) {
+	resp, err := w.d.cli.Get(ctx, string(w.pred.Key), clientv3.WithKeysOnly())
+	if err != nil {
+		return false, err
+	}
+	if len(resp.Kvs) > 0 && resp.Kvs[0].CreateRevision == w.pred.CreateRevision {
+		w.seen = resp.Header.Revision
+		return false, nil
+	}
+	return true, w.moveOn(ctx, 0)
+}
+
+// moveOn finds the waiter's place once pred is gone (at: the revision of
+// its deletion, 0 if unknown). When pred was the holder, the waiter holds
+// the lock now without asking: nothing created before pred remained, pred
+// was the newest key before the waiter's, and any key created later comes
+// after it. Its own key is known to exist, short of a deletion by hand, as
+// long as its lease was renewed less than a third of a TTL ago. This saves
+// a round trip per handoff; otherwise the queue is read again.
+func (w *waiter) moveOn(ctx context.Context, at int64) error {
+	if w.predHolds && time.Now().Before(w.renewAt) {
+		w.pred = nil
+		return nil
+	}
+	return w.next(ctx, at)
+}
+
+// next reads, in one transaction, the waiter's own key, the newest
+// contender created before it, and the holder. at is the revision of the
+// deletion that woke the waiter (0: none): the state at that revision is
+// then read from the member that reported it, without a quorum round (a
+// serializable read); a member that has not applied it yet answers
+// ErrFutureRev and the read is made linearizable instead.
+func (w *waiter) next(ctx context.Context, at int64) error {
+	resp, err := w.read(ctx, at)
+	if at > 0 && (errors.Is(err, rpctypes.ErrFutureRev) || errors.Is(err, rpctypes.ErrCompacted)) {
+		at = 0
+		resp, err = w.read(ctx, at)
+	}
+	if err != nil {
+		return err
+	}
+	if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+		return errQueueEntryLost
+	}
+	w.pred, w.seen = first(resp.Responses[1].GetResponseRange().Kvs), resp.Header.Revision
+	if at > 0 {
+		w.seen = at // what was read is the state at at, not at the header's revision
+	}
+	w.setHolder(first(resp.Responses[2].GetResponseRange().Kvs))
+	return nil
+}
+
+// setHolder records whether the predecessor is the holder.
+func (w *waiter) setHolder(holder *mvccpb.KeyValue) {
+	w.predHolds = w.pred != nil && holder != nil && string(holder.Key) == string(w.pred.Key)
+}
+
+func (w *waiter) read(ctx context.Context, at int64) (*clientv3.TxnResponse, error) {
+	own := []clientv3.OpOption{clientv3.WithKeysOnly()}
+	before := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(w.rev-1), clientv3.WithKeysOnly())
+	holder := append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())
+	if at > 0 {
+		pin := []clientv3.OpOption{clientv3.WithRev(at), clientv3.WithSerializable()}
+		own, before, holder = append(own, pin...), append(before, pin...), append(holder, pin...)
+	}
+	dir := w.d.keys.dir(w.name)
+	return w.d.cli.Txn(ctx).Then(
+		clientv3.OpGet(w.key, own...),
+		clientv3.OpGet(dir, before...),
+		clientv3.OpGet(dir, holder...),
+	).Commit()
+}
+
+// keepAlive renews the waiter's lease once.
+func (w *waiter) keepAlive(ctx context.Context) error {
+	sent := time.Now()
+	_, err := w.d.cli.KeepAliveOnce(ctx, w.lease)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return errQueueEntryLost
+	}
+	if err == nil {
+		w.renewed(sent)
+	}
+	return err
+}
+
+// renewed schedules the next renewal after one sent at sent.
+func (w *waiter) renewed(sent time.Time) {
+	w.since = sent
+	w.renewAt = sent.Add(time.Duration(w.secs) * time.Second / 3)
+}
+
+// abandon leaves the queue (revoking the lease deletes the key) and
+// returns err with the current holder, when it can be read.
+func (w *waiter) abandon(ctx context.Context, err error) (driver.Grant, error) {
+	if cerr := ctxErr(ctx); cerr != nil {
+		err = cerr // the client may have reported it as its own error
+	}
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	_, rerr := w.d.cli.Revoke(dctx, w.lease)
+	if rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
+		err = fmt.Errorf("%w (and leaving the queue failed: %v; the lease expires in %ds)", err, rerr, w.secs)
+	}
+	var h driver.Holder
+	if resp, gerr := w.d.cli.Get(dctx, w.d.keys.dir(w.name), clientv3.WithFirstCreate()...); gerr == nil {
+		h = w.d.holder(dctx, w.name, first(resp.Kvs))
+	}
+	return driver.Grant{Holder: h}, err
+}
+
+// ctxErr returns ctx's error when ctx is done or its deadline has passed:
+// gRPC may fail a call for the deadline a moment before ctx reports it.
+func ctxErr(ctx context.Context) error {
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		<-ctx.Done()
+	}
+	return ctx.Err()
+}

@@ -1,0 +1,22 @@
+-- force_release: free a lock whatever its token, and bump the fence so the
+-- evicted holder's fenced writes are refused from now on.
+-- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] queue.
+-- ARGV[1] release channel.
+-- Returns {value or '', pttl, new fence}.
+local v = redis.call('GET', KEYS[1]) or ''
+local pttl = redis.call('PTTL', KEYS[1])
+redis.call('DEL', KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local fence = string.format('%.0f', math.max(last + 1, now))
+redis.call('SET', KEYS[2], fence)
+if v ~= '' then
+  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  if head then
+    redis.call('PUBLISH', ARGV[1] .. ':' .. head, '')
+  else
+    redis.call('PUBLISH', ARGV[1], '')
+  end
+end
+return {v, pttl, fence}

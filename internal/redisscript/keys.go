@@ -1,0 +1,96 @@
+package redisscript
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// DefaultPrefix starts every key and channel the drivers use.
+const DefaultPrefix = "dlock:"
+
+// Keys is the key layout for one prefix. A lock named N lives at
+// prefix{N}, its fence counter at prefix{N}:fence, its queue of waiters at
+// prefix{N}:queue and prefix{N}:waiters, and its release channel is
+// prefix{N}:released. The braces are a Redis Cluster hash tag: all of them
+// share N's slot, so one script can touch them. A '}' (or '%') in N is
+// written %7D (%25) so that the tag always spans the whole name.
+type Keys struct{ Prefix string }
+
+var (
+	escaper   = strings.NewReplacer("%", "%25", "}", "%7D")
+	unescaper = strings.NewReplacer("%25", "%", "%7D", "}")
+)
+
+// Lock returns the lock key of name.
+func (k Keys) Lock(name string) string { return k.Prefix + "{" + escaper.Replace(name) + "}" }
+
+// Fence returns the fence counter key of name.
+func (k Keys) Fence(name string) string { return k.Lock(name) + ":fence" }
+
+// Queue returns the key of name's FIFO queue of waiters (a sorted set of
+// tokens by arrival).
+func (k Keys) Queue(name string) string { return k.Lock(name) + ":queue" }
+
+// Deadlines returns the key of the deadlines by which name's queued
+// waiters must renew their place (a sorted set of tokens by deadline).
+func (k Keys) Deadlines(name string) string { return k.Lock(name) + ":waiters" }
+
+// Channel returns the release channel of name.
+func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }
+
+// WaiterChannel returns the channel on which a queued waiter (token) is
+// told that the lock is free for it.
+func (k Keys) WaiterChannel(name, token string) string { return k.Channel(name) + ":" + token }
+
+// Pattern returns a SCAN MATCH pattern for the lock keys of names starting
+// with prefix (the other keys do not match: they end in ":fence" etc.).
+func (k Keys) Pattern(prefix string) string {
+	return globEscape(k.Prefix+"{"+escaper.Replace(prefix)) + "*}"
+}
+
+// Name returns the lock name of a lock key, or false if key is not one.
+func (k Keys) Name(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.Prefix+"{")
+	if !ok || !strings.HasSuffix(rest, "}") || strings.Contains(rest[:len(rest)-1], "}") {
+		return "", false
+	}
+	return unescaper.Replace(rest[:len(rest)-1]), true
+}
+
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Value is what a lock key holds: "token\nfence\nowner".
+type Value struct {
+	Token string
+	Fence uint64
+	Owner string
+}
+
+// ErrBadValue reports a lock key whose value is not in the drivers' format.
+var ErrBadValue = errors.New("redisscript: lock value is not token\\nfence\\nowner")
+
+// ParseValue splits a lock key's value.
+func ParseValue(v string) (Value, error) {
+	tok, rest, ok1 := strings.Cut(v, "\n")
+	fence, owner, ok2 := strings.Cut(rest, "\n")
+	f, err := strconv.ParseUint(fence, 10, 64)
+	if !ok1 || !ok2 || err != nil {
+		return Value{}, ErrBadValue
+	}
+	return Value{Token: tok, Fence: f, Owner: owner}, nil
+}
+
+// String formats v as a lock key's value.
+func (v Value) String() string {
+	return v.Token + "\n" + strconv.FormatUint(v.Fence, 10) + "\n" + v.Owner
+}

@@ -1,0 +1,66 @@
+package redisscript
+
+import (
+	"path"
+	"strings"
+	"testing"
+)
+
+func TestKeysRoundTrip(t *testing.T) {
+	k := Keys{Prefix: "p:"}
+	for _, name := range []string{"a", "a}b", "}x", "%7D", "a{b", "100%", "ünï/cøde", "*?[x]\\"} {
+		lock := k.Lock(name)
+		if strings.Count(lock, "}") != 1 || !strings.HasSuffix(lock, "}") {
+			t.Errorf("Lock(%q) = %q: the hash tag must span the whole name", name, lock)
+		}
+		if got, ok := k.Name(lock); !ok || got != name {
+			t.Errorf("Name(Lock(%q)) = %q, %v", name, got, ok)
+		}
+		for _, other := range []string{k.Fence(name), k.Queue(name), k.Deadlines(name), k.Channel(name)} {
+			if !strings.HasPrefix(other, lock+":") {
+				t.Errorf("%q does not share %q's hash tag", other, lock)
+			}
+			if _, ok := k.Name(other); ok {
+				t.Errorf("Name(%q) took a non-lock key for a lock", other)
+			}
+		}
+	}
+}
+
+func TestPattern(t *testing.T) {
+	k := Keys{Prefix: "p:"}
+	cases := []struct {
+		prefix, name string
+		match        bool
+	}{
+		{"", "anything", true},
+		{"jobs/", "jobs/1", true},
+		{"jobs/", "other", false},
+		{"*", "x", false},
+		{"*", "*x", true},
+		{"a}", "a}b", true},
+		{"[ab]", "a", false},
+	}
+	for _, c := range cases {
+		ok, err := path.Match(k.Pattern(c.prefix), k.Lock(c.name))
+		if err != nil || ok != c.match {
+			t.Errorf("Pattern(%q) vs Lock(%q): match %v (%v), want %v", c.prefix, c.name, ok, err, c.match)
+		}
+		if ok, _ := path.Match(k.Pattern(c.prefix), k.Fence(c.name)); ok {
+			t.Errorf("Pattern(%q) matches the fence key of %q", c.prefix, c.name)
+		}
+	}
+}
+
+func TestParseValue(t *testing.T) {
+	v := Value{Token: "tok", Fence: 1796230631535799, Owner: "host/1\nwith newline?"}
+	got, err := ParseValue(v.String())
+	if err != nil || got != v {
+		t.Errorf("ParseValue(%q) = %+v, %v", v.String(), got, err)
+	}
+	for _, bad := range []string{"", "tok", "tok\nNaN\nowner", "tok\n1.8e+15\nx"} {
+		if _, err := ParseValue(bad); err == nil {
+			t.Errorf("ParseValue(%q) accepted a malformed value", bad)
+		}
+	}
+}

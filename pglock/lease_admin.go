@@ -1,0 +1,107 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlockdev/dlock/driver"
+	"github.com/jackc/pgx/v5"
+)
+
+// RefreshBatch extends many leases in one statement (driver.BatchRefresher).
+func (d *leases) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
+	names, tokens, micros := batchArgs(items)
+	rows, err := d.pool.Query(ctx, d.refreshBatch, names, tokens, micros)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]error, len(items))
+	seen := 0
+	var (
+		i       int64
+		ok      bool
+		current *string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&i, &ok, &current}, func() error {
+		if i < 1 || int(i) > len(items) {
+			return fmt.Errorf("pglock: batch refresh returned item %d of %d", i, len(items))
+		}
+		if !ok {
+			results[i-1] = notHeld(items[i-1].Token, current)
+		}
+		seen++
+		return nil
+	})
+	if err == nil && seen != len(items) {
+		err = fmt.Errorf("pglock: batch refresh answered %d of %d items", seen, len(items))
+	}
+	return results, err
+}
+
+// batchArgs turns items into the statement's three parallel arrays.
+func batchArgs(items []driver.RefreshItem) (names, tokens []string, micros []int64) {
+	names = make([]string, len(items))
+	tokens = make([]string, len(items))
+	micros = make([]int64, len(items))
+	for i, it := range items {
+		names[i], tokens[i], micros[i] = it.Name, it.Token, it.TTL.Microseconds()
+	}
+	return names, tokens, micros
+}
+
+// List returns the live holders whose names start with prefix, by name.
+func (d *leases) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
+	rows, err := d.pool.Query(ctx, d.list, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var hs []driver.Holder
+	var (
+		name, owner   string
+		fence, micros int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &owner, &fence, &micros}, func() error {
+		hs = append(hs, holder(name, owner, fence, micros))
+		return nil
+	})
+	return hs, err
+}
+
+// Inspect returns name's live holder; ok is false when it is free.
+func (d *leases) Inspect(ctx context.Context, name string) (driver.Holder, bool, error) {
+	var (
+		n, owner      string
+		fence, micros int64
+	)
+	err := d.pool.QueryRow(ctx, d.inspect, name).Scan(&n, &owner, &fence, &micros)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return driver.Holder{}, false, nil
+	}
+	if err != nil {
+		return driver.Holder{}, false, err
+	}
+	return holder(n, owner, fence, micros), true, nil
+}
+
+// ForceRelease frees name whoever holds it and bumps its fence, so the
+// evicted holder's fenced writes fail from now on.
+func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
+	if _, err := d.pool.Exec(ctx, d.ensureRow, name); err != nil {
+		return driver.Holder{}, false, 0, err
+	}
+	var (
+		held          bool
+		owner         string
+		fence, micros int64
+		newFence      int64
+	)
+	err := d.pool.QueryRow(ctx, d.forceRelease, name).Scan(&held, &owner, &fence, &micros, &newFence)
+	if err != nil {
+		return driver.Holder{}, false, 0, err
+	}
+	if !held {
+		return driver.Holder{}, false, uint64(newFence), nil
+	}
+	return holder(name, owner, fence, micros), true, uint64(newFence), nil
+}

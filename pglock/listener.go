@@ -1,0 +1,170 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// listener implements driver.Notifier with LISTEN on ONE connection per
+// driver, taken out of the pool (so the pool's hooks apply) and shared by
+// every waiter: each notification's payload is a lock name, dispatched to
+// the waiters on that name. If the connection fails, every waiter is woken
+// (to poll) and the next Watch opens a new one; waiters already subscribed
+// fall back to the portable layer's backoff polling until then.
+type listener struct {
+	pool    *pgxpool.Pool
+	channel string
+
+	startMu sync.Mutex // serialises (re)connecting
+
+	mu      sync.Mutex
+	running bool
+	closed  bool
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the loop has exited
+	watches map[string]map[chan struct{}]struct{}
+}
+
+var errClosed = errors.New("pglock: driver closed")
+
+func newListener(pool *pgxpool.Pool, channel string) *listener {
+	return &listener{pool: pool, channel: channel, watches: map[string]map[chan struct{}]struct{}{}}
+}
+
+// Watch subscribes to releases of name. The LISTEN is active when it
+// returns, so a release after it is never missed.
+func (l *listener) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	if err := l.ensure(ctx); err != nil {
+		return nil, nil, err
+	}
+	ch := make(chan struct{}, 1)
+	l.mu.Lock()
+	set := l.watches[name]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		l.watches[name] = set
+	}
+	set[ch] = struct{}{}
+	l.mu.Unlock()
+	return ch, func() { l.unwatch(name, ch) }, nil
+}
+
+func (l *listener) unwatch(name string, ch chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.watches[name], ch)
+	if len(l.watches[name]) == 0 {
+		delete(l.watches, name)
+	}
+}
+
+// ensure starts the listening connection unless it runs.
+func (l *listener) ensure(ctx context.Context) error {
+	l.startMu.Lock()
+	defer l.startMu.Unlock()
+	l.mu.Lock()
+	running, closed := l.running, l.closed
+	l.mu.Unlock()
+	switch {
+	case closed:
+		return errClosed
+	case running:
+		return nil
+	}
+	conn, err := l.connect(ctx)
+	if err != nil {
+		return err
+	}
+	return l.start(conn)
+}
+
+func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
+	pc, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn := pc.Hijack()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		closeConn(conn)
+		return nil, err
+	}
+	return conn, nil
+}
+
+func (l *listener) start(conn *pgx.Conn) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		closeConn(conn)
+		return errClosed
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.running, l.cancel, l.done = true, cancel, make(chan struct{})
+	go l.loop(ctx, conn, l.done)
+	return nil
+}
+
+func (l *listener) loop(ctx context.Context, conn *pgx.Conn, done chan struct{}) {
+	defer close(done)
+	defer closeConn(conn)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			l.stopped()
+			return
+		}
+		l.dispatch(n.Payload)
+	}
+}
+
+func (l *listener) dispatch(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ch := range l.watches[name] {
+		wake(ch)
+	}
+}
+
+// stopped records the loss of the connection and wakes every waiter.
+func (l *listener) stopped() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.running = false
+	for _, set := range l.watches {
+		for ch := range set {
+			wake(ch)
+		}
+	}
+}
+
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// close ends the listening connection and waits for its goroutine.
+func (l *listener) close() {
+	l.startMu.Lock()
+	defer l.startMu.Unlock()
+	l.mu.Lock()
+	l.closed = true
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func closeConn(c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}

@@ -1,0 +1,182 @@
+package pglock
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Scheme and SchemeAlt are the URL schemes this package registers with
+// dlock.Open; both are the ones libpq and pgx accept.
+const (
+	Scheme    = "postgres"
+	SchemeAlt = "postgresql"
+)
+
+// Mode selects how locks are kept: Lease (the default) or Advisory.
+type Mode string
+
+const (
+	// Lease keeps locks as rows of a lease table with expiry by the
+	// database clock. It needs Migrate once, and no pinned connections.
+	Lease Mode = "lease"
+	// Advisory keeps each held lock as a session advisory lock on a
+	// connection pinned for the life of the lease. Fences come from a
+	// counter table (Migrate once).
+	Advisory Mode = "advisory"
+)
+
+// Default table names, one per mode. Each table's name is also the
+// LISTEN/NOTIFY channel on which releases are announced.
+const (
+	DefaultLeaseTable = "dlock_leases"
+	DefaultFenceTable = "dlock_fences"
+)
+
+// Config selects the mode and table. The zero value is lease mode on
+// DefaultLeaseTable.
+type Config struct {
+	// Mode is Lease (default, also for "") or Advisory.
+	Mode Mode
+	// Table is the lease table (lease mode, default DefaultLeaseTable) or
+	// the fence counter table (advisory mode, default DefaultFenceTable):
+	// a lower-case SQL identifier, optionally schema-qualified
+	// ("locks.leases"), each part [a-z_][a-z0-9_]*, at most 63 bytes.
+	Table string
+}
+
+// New returns a Locker in lease mode on the user's pool, with the lease
+// table DefaultLeaseTable (call Locker.Migrate once to create it). The pool
+// stays the caller's: Locker.Close does not close it. opts become the
+// Locker's defaults.
+func New(pool *pgxpool.Pool, opts ...dlock.Option) (*dlock.Locker, error) {
+	return Config{}.Locker(pool, opts...)
+}
+
+// NewAdvisory returns a Locker in advisory mode on the user's pool, with
+// the fence table DefaultFenceTable (call Locker.Migrate once to create
+// it). Every held lease pins one of the pool's connections: size the pool
+// (pool_max_conns) for the leases held at once plus the attempts in flight.
+func NewAdvisory(pool *pgxpool.Pool, opts ...dlock.Option) (*dlock.Locker, error) {
+	return Config{Mode: Advisory}.Locker(pool, opts...)
+}
+
+// Locker returns a Locker on the user's pool configured by c. The pool
+// stays the caller's. An invalid mode or table is an error wrapping
+// dlock.ErrInvalidArgument.
+func (c Config) Locker(pool *pgxpool.Pool, opts ...dlock.Option) (*dlock.Locker, error) {
+	drv, err := c.Driver(pool)
+	if err != nil {
+		return nil, err
+	}
+	return dlock.NewLocker(drv, opts...)
+}
+
+// Driver returns the bare driver, for callers assembling their own Locker
+// with dlock.NewLocker. The pool stays the caller's.
+func (c Config) Driver(pool *pgxpool.Pool) (driver.Driver, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("%w: nil *pgxpool.Pool", dlock.ErrInvalidArgument)
+	}
+	return c.newDriver(pool, false)
+}
+
+func (c Config) newDriver(pool *pgxpool.Pool, ownPool bool) (driver.Driver, error) {
+	mode, err := c.mode()
+	if err != nil {
+		return nil, err
+	}
+	table, err := c.table(mode)
+	if err != nil {
+		return nil, err
+	}
+	b := newBase(pool, ownPool, table)
+	if mode == Advisory {
+		return newAdvisory(b), nil
+	}
+	return newLeases(b), nil
+}
+
+func (c Config) mode() (Mode, error) {
+	switch c.Mode {
+	case "", Lease:
+		return Lease, nil
+	case Advisory:
+		return Advisory, nil
+	}
+	return "", fmt.Errorf("%w: pglock mode %q (want %q or %q)", dlock.ErrInvalidArgument, c.Mode, Lease, Advisory)
+}
+
+var identPart = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// table validates the table name and returns it split into its parts.
+func (c Config) table(m Mode) (pgx.Identifier, error) {
+	name := c.Table
+	if name == "" {
+		name = DefaultLeaseTable
+		if m == Advisory {
+			name = DefaultFenceTable
+		}
+	}
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return nil, fmt.Errorf("%w: table %q: want name or schema.name", dlock.ErrInvalidArgument, name)
+	}
+	for _, p := range parts {
+		if !identPart.MatchString(p) {
+			return nil, fmt.Errorf("%w: table %q: each part must match [a-z_][a-z0-9_]* and be at most 63 bytes", dlock.ErrInvalidArgument, name)
+		}
+	}
+	return pgx.Identifier(parts), nil
+}
+
+// base is what both modes share: the pool, the table, the release channel.
+type base struct {
+	pool    *pgxpool.Pool
+	ownPool bool
+	table   string // quoted, possibly schema-qualified
+	channel string // the table's own name, unquoted
+	*listener
+}
+
+func newBase(pool *pgxpool.Pool, ownPool bool, table pgx.Identifier) base {
+	channel := table[len(table)-1]
+	return base{
+		pool: pool, ownPool: ownPool, table: table.Sanitize(), channel: channel,
+		listener: newListener(pool, channel),
+	}
+}
+
+// sql fills the table name into a statement template.
+func (b *base) sql(tmpl string) string { return strings.ReplaceAll(tmpl, "{{table}}", b.table) }
+
+// close stops the listener and closes the pool if it is ours.
+func (b *base) close() error {
+	b.listener.close()
+	if b.ownPool {
+		b.pool.Close()
+	}
+	return nil
+}
+
+// migrate runs ddl once, serialised across concurrent migrations by a
+// transaction-scoped advisory lock (CREATE TABLE IF NOT EXISTS alone races).
+func (b *base) migrate(ctx context.Context, ddl string) error {
+	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateKey); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, b.sql(ddl))
+		return err
+	})
+}
+
+// migrateKey is the advisory lock key serialising migrations: the first
+// eight bytes of SHA-256("dlock migrate"), see Key.
+var migrateKey = Key("dlock migrate")

@@ -1,0 +1,82 @@
+package pglock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func init() {
+	dlock.Register(Scheme, open)
+	dlock.Register(SchemeAlt, open)
+}
+
+// Query keys this package reads from a URL and removes before pgx sees it.
+const (
+	keyMode  = "mode"
+	keyTable = "table"
+)
+
+// open builds a driver from a postgres:// or postgresql:// URL. The URL
+// goes to pgxpool.ParseConfig unchanged but for the keys mode and table;
+// other keys prefixed "dlock" are rejected as unknown (everything else is
+// pgx's or the server's, e.g. sslmode, pool_max_conns, application_name).
+// The pool is checked with a ping, so a wrong address or password fails
+// here, and it is closed with the driver.
+func open(ctx context.Context, rawURL string) (driver.Driver, error) {
+	cfg, rest, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(rest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", dlock.ErrInvalidArgument, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	drv, err := cfg.newDriver(pool, true)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return drv, nil
+}
+
+// parseURL takes this package's keys out of rawURL.
+func parseURL(rawURL string) (Config, string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return Config{}, "", fmt.Errorf("%w: malformed URL", dlock.ErrInvalidArgument)
+	}
+	if u.Scheme != Scheme && u.Scheme != SchemeAlt {
+		return Config{}, "", fmt.Errorf("%w: scheme %q is not %s or %s", dlock.ErrInvalidArgument, u.Scheme, Scheme, SchemeAlt)
+	}
+	q := u.Query()
+	cfg := Config{Mode: Mode(q.Get(keyMode)), Table: q.Get(keyTable)}
+	if q.Has(keyMode) && cfg.Mode == "" {
+		return Config{}, "", fmt.Errorf("%w: URL query mode is empty (want %s or %s)", dlock.ErrInvalidArgument, Lease, Advisory)
+	}
+	q.Del(keyMode)
+	q.Del(keyTable)
+	for k := range q {
+		if strings.HasPrefix(strings.ToLower(k), "dlock") {
+			return Config{}, "", fmt.Errorf("%w: unknown URL query key %q (pglock knows mode and table)", dlock.ErrInvalidArgument, k)
+		}
+	}
+	if _, err := cfg.mode(); err != nil {
+		return Config{}, "", err
+	}
+	u.RawQuery = q.Encode()
+	return cfg, u.String(), nil
+}

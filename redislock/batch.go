@@ -1,0 +1,117 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/redis/go-redis/v9"
+)
+
+// RefreshBatch implements driver.BatchRefresher: one refresh_batch script
+// call per hash slot (a single call on a single server), all sent in one
+// pipeline, so a Cluster costs one round trip per node.
+func (d *redisDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
+	groups := d.groupBySlot(items)
+	cmds, err := d.runBatches(ctx, items, groups, false)
+	if isNoScript(err) {
+		cmds, err = d.runBatches(ctx, items, groups, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	results := make([]error, len(items))
+	for g, idx := range groups {
+		codes, err := cmds[g].Int64Slice()
+		if err == nil && len(codes) != len(idx) {
+			err = fmt.Errorf("redislock: batch refresh answered %d results for %d locks", len(codes), len(idx))
+		}
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			results[i] = outcome(codes[j])
+		}
+	}
+	return results, nil
+}
+
+// groupBySlot returns the indexes of items grouped by their Cluster slot
+// (one group when the client is not a Cluster client).
+func (d *redisDriver) groupBySlot(items []driver.RefreshItem) [][]int {
+	if _, ok := d.client.(*redis.ClusterClient); !ok {
+		all := make([]int, len(items))
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	bySlot := map[int]int{}
+	var groups [][]int
+	for i, it := range items {
+		s := slot(d.keys.Lock(it.Name))
+		g, ok := bySlot[s]
+		if !ok {
+			g = len(groups)
+			bySlot[s] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// runBatches pipelines one script call per group, by digest or (after a
+// NOSCRIPT) by source, which also caches the script again.
+func (d *redisDriver) runBatches(ctx context.Context, items []driver.RefreshItem, groups [][]int, source bool) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(groups))
+	_, err := d.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for g, idx := range groups {
+			keys := make([]string, len(idx))
+			args := make([]any, 0, 2*len(idx))
+			for j, i := range idx {
+				keys[j] = d.keys.Lock(items[i].Name)
+				args = append(args, items[i].Token, ttlMillis(items[i].TTL))
+			}
+			if source {
+				cmds[g] = redisscript.RefreshBatch.Eval(ctx, p, keys, args...)
+			} else {
+				cmds[g] = redisscript.RefreshBatch.EvalSha(ctx, p, keys, args...)
+			}
+		}
+		return nil
+	})
+	return cmds, err
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// slot is Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, or of
+// the whole key when it has no non-empty {tag}, modulo 16384.
+func slot(key string) int {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	return int(crc16(key) % 16384)
+}
+
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

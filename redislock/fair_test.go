@@ -1,0 +1,118 @@
+package redislock_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestFairQueueOrder: waiters that queue one after another on separate
+// Lockers are granted in the order they came.
+func TestFairQueueOrder(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := ctxT(t)
+	opts := []dlock.Option{dlock.WithTTL(10 * time.Second), dlock.WithWait(30 * time.Second)}
+	holder := locker(t, client(t, srv.Addr), redislock.WithFairQueue(true))
+	defer holder.Close()
+	first, err := holder.Acquire(ctx, "fair/order", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	admin := client(t, srv.Addr)
+	for i := range 5 {
+		l := locker(t, client(t, srv.Addr), redislock.WithFairQueue(true))
+		defer l.Close()
+		wg.Go(func() {
+			ls, err := l.Acquire(ctx, "fair/order", opts...)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			_ = ls.Release(ctx)
+		})
+		waitQueued(t, admin, "fair/order", i+1)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("grant order %v, want 0 1 2 3 4", order)
+		}
+	}
+}
+
+// waitQueued waits until n waiters are queued on name.
+func waitQueued(t *testing.T, c redis.UniversalClient, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.ZCard(ctxT(t), keys.Queue(name)).Val() < int64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters never queued on %s", n, name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestFairQueueRespected: a free lock with a live waiter queued is not
+// taken by a one-shot TryAcquire (from a Locker without the fair queue);
+// a queued waiter that stopped renewing its place does not block it.
+func TestFairQueueRespected(t *testing.T) {
+	srv := testserver.Redis(t)
+	c := client(t, srv.Addr)
+	ctx := ctxT(t)
+	l := locker(t, c)
+	defer l.Close()
+	now := time.Now()
+	c.ZAdd(ctx, keys.Queue("fair/q"), redis.Z{Score: float64(now.UnixMicro()), Member: "waiter"})
+	c.ZAdd(ctx, keys.Deadlines("fair/q"), redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "waiter"})
+	_, err := l.TryAcquire(ctx, "fair/q")
+	var held *dlock.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("TryAcquire with a live waiter queued = %v, want HeldError", err)
+	}
+	t.Logf("with a waiter queued: %v", err)
+	c.ZAdd(ctx, keys.Deadlines("fair/q"), redis.Z{Score: float64(now.Add(-time.Second).UnixMilli()), Member: "waiter"})
+	ls, err := l.TryAcquire(ctx, "fair/q")
+	if err != nil {
+		t.Fatalf("TryAcquire after the waiter's deadline = %v, want a grant", err)
+	}
+	_ = ls.Release(ctx)
+	if n := c.Exists(ctx, keys.Queue("fair/q"), keys.Deadlines("fair/q")).Val(); n != 0 {
+		t.Errorf("%d queue keys left after the dead waiter was dropped", n)
+	}
+}
+
+// TestFairQueueLeave: a waiter whose wait runs out leaves the queue.
+func TestFairQueueLeave(t *testing.T) {
+	srv := testserver.Redis(t)
+	c := client(t, srv.Addr)
+	ctx := ctxT(t)
+	l := locker(t, c, redislock.WithFairQueue(true))
+	defer l.Close()
+	ls, err := l.Acquire(ctx, "fair/leave", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Release(ctx)
+	_, err = l.Acquire(ctx, "fair/leave", dlock.WithWait(200*time.Millisecond))
+	if !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("bounded wait = %v, want ErrNotAcquired", err)
+	}
+	if n := c.ZCard(ctx, keys.Queue("fair/leave")).Val(); n != 0 {
+		t.Errorf("%d waiters still queued after the wait ran out, want 0", n)
+	}
+}

@@ -1,0 +1,74 @@
+package redislock_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+var keys = redisscript.Keys{Prefix: redisscript.DefaultPrefix}
+
+// stealScript makes a foreign token hold a lock, with a fresh fence.
+var stealScript = redis.NewScript(`
+local f = string.format('%.0f', redis.call('INCR', KEYS[2]))
+redis.call('SET', KEYS[1], 'stolen-token\n' .. f .. '\nthief', 'PX', ARGV[1])
+return f`)
+
+// client returns a go-redis client on addrs (a Cluster client for more
+// than one address), closed when t ends.
+func client(t testing.TB, addrs ...string) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	if len(addrs) == 1 {
+		c = redis.NewClient(&redis.Options{Addr: addrs[0]})
+	} else {
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// locker opens a Locker on its own client; the caller closes it.
+func locker(t testing.TB, c redis.UniversalClient, opts ...redislock.Option) *dlock.Locker {
+	t.Helper()
+	quiet := redislock.WithLogger(slog.New(slog.DiscardHandler))
+	l, err := redislock.New(c, append([]redislock.Option{quiet}, opts...)...)
+	if err != nil {
+		t.Fatalf("redislock.New: %v", err)
+	}
+	return l
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func expire(t testing.TB, c redis.UniversalClient, name string) {
+	t.Helper()
+	if err := c.Del(ctxT(t), keys.Lock(name)).Err(); err != nil {
+		t.Fatalf("expire %q: %v", name, err)
+	}
+}
+
+func steal(t testing.TB, c redis.UniversalClient, name string) {
+	t.Helper()
+	err := stealScript.Run(ctxT(t), c, []string{keys.Lock(name), keys.Fence(name)}, 60000).Err()
+	if err != nil {
+		t.Fatalf("steal %q: %v", name, err)
+	}
+}
+
+// stoppable opens a Locker on a fresh server that the caller may stop.
+func stoppable(t testing.TB) (*dlock.Locker, func()) {
+	srv := testserver.Redis(t)
+	return locker(t, client(t, srv.Addr)), srv.Stop
+}

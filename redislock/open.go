@@ -1,0 +1,166 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// Scheme and SchemeTLS are the URL schemes this package registers with
+// dlock.Open.
+const (
+	Scheme    = "redis"
+	SchemeTLS = "rediss"
+)
+
+// The driver's own URL query keys; every other key goes to go-redis.
+const (
+	keyCluster        = "cluster"
+	keyFair           = "fair"
+	keyPrefix         = "prefix"
+	keyReplicaSync    = "replica_sync"
+	keyReplicaTimeout = "replica_timeout"
+)
+
+func init() {
+	dlock.Register(Scheme, open)
+	dlock.Register(SchemeTLS, open)
+}
+
+// open is the driver.Opener: it builds a client from the URL, checks it
+// with PING, and returns a driver that closes the client on Close.
+func open(ctx context.Context, rawURL string) (driver.Driver, error) {
+	client, cfg, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("redislock: connect: %w", scrub(err, rawURL))
+	}
+	d := newDriver(client, cfg, true)
+	if cfg.fair {
+		return fairDriver{d}, nil
+	}
+	return d, nil
+}
+
+// parseURL splits the driver's own query keys from go-redis's, and builds
+// a Cluster client when the URL has addr keys or cluster=true.
+func parseURL(rawURL string) (redis.UniversalClient, config, error) {
+	cfg := defaultConfig()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, cfg, invalidURL("malformed URL")
+	}
+	q := u.Query()
+	cluster, err := ownKeys(q, &cfg)
+	if err != nil {
+		return nil, cfg, err
+	}
+	u.RawQuery = q.Encode()
+	if cluster {
+		opt, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, cfg, invalidURL(scrub(err, rawURL).Error())
+		}
+		return redis.NewClusterClient(opt), cfg, nil
+	}
+	opt, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, cfg, invalidURL(scrub(err, rawURL).Error())
+	}
+	return redis.NewClient(opt), cfg, nil
+}
+
+// ownKeys applies and removes the driver's keys; cluster reports whether
+// the URL names a Cluster.
+func ownKeys(q url.Values, cfg *config) (cluster bool, err error) {
+	defer func() {
+		for _, k := range []string{keyCluster, keyFair, keyPrefix, keyReplicaSync, keyReplicaTimeout} {
+			q.Del(k)
+		}
+	}()
+	cluster, err = boolKey(q, keyCluster)
+	if err != nil {
+		return false, err
+	}
+	if q.Has(keyFair) {
+		fair, err := boolKey(q, keyFair)
+		if err != nil {
+			return false, err
+		}
+		WithFairQueue(fair)(cfg)
+	}
+	if q.Has(keyPrefix) {
+		WithPrefix(q.Get(keyPrefix))(cfg)
+	}
+	if err := replicaKeys(q, cfg); err != nil {
+		return false, err
+	}
+	return cluster || q.Has("addr"), cfg.err
+}
+
+// boolKey reads an optional true/false query key.
+func boolKey(q url.Values, key string) (bool, error) {
+	if !q.Has(key) {
+		return false, nil
+	}
+	v, err := strconv.ParseBool(q.Get(key))
+	if err != nil {
+		return false, invalidURL(fmt.Sprintf("query %s=%q: want true or false", key, q.Get(key)))
+	}
+	return v, nil
+}
+
+// replicaKeys reads replica_sync and replica_timeout.
+func replicaKeys(q url.Values, cfg *config) error {
+	if q.Has(keyReplicaSync) {
+		n, err := strconv.Atoi(q.Get(keyReplicaSync))
+		if err != nil {
+			return invalidURL(fmt.Sprintf("query replica_sync=%q: want a number of replicas", q.Get(keyReplicaSync)))
+		}
+		WithReplicaSync(n)(cfg)
+	}
+	if q.Has(keyReplicaTimeout) {
+		d, err := time.ParseDuration(q.Get(keyReplicaTimeout))
+		if err != nil {
+			return invalidURL(fmt.Sprintf("query replica_timeout=%q: want a duration like 500ms", q.Get(keyReplicaTimeout)))
+		}
+		WithReplicaTimeout(d)(cfg)
+	}
+	return nil
+}
+
+func invalidURL(reason string) error {
+	return fmt.Errorf("%w: redis URL: %s (driver keys: cluster, fair, prefix, replica_sync, replica_timeout; "+
+		"other keys are go-redis options such as dial_timeout or addr)", dlock.ErrInvalidArgument, reason)
+}
+
+// scrub returns err with the URL's password, if any, replaced by xxxxx.
+func scrub(err error, rawURL string) error {
+	u, perr := url.Parse(rawURL)
+	if perr != nil {
+		return err
+	}
+	pw, ok := u.User.Password()
+	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return scrubbed{err, strings.ReplaceAll(err.Error(), pw, "xxxxx")}
+}
+
+type scrubbed struct {
+	err error
+	msg string
+}
+
+func (e scrubbed) Error() string { return e.msg }
+func (e scrubbed) Unwrap() error { return e.err }

@@ -1,0 +1,99 @@
+package redislock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
+)
+
+// Waiters queue first-come first-served. A waiter that is not granted is
+// put in the name's queue by the acquire script itself; the lock, once
+// free, goes only to the queue's head, and the release message goes only
+// to that head's own channel, so one waiter (not every one, and no other
+// process) is woken and tries. A waiter renews
+// its place every waiterPoll; one that stops doing so (its process died)
+// is dropped from the queue waiterLease after its last attempt.
+const (
+	waiterLease = 3 * time.Second
+	waiterPoll  = time.Second
+)
+
+// fairDriver is the driver with driver.Queuer, under WithFairQueue.
+type fairDriver struct{ *redisDriver }
+
+var _ driver.Queuer = fairDriver{}
+
+// AcquireWait implements driver.Queuer: it attempts, subscribes to the
+// release channel, and attempts again whenever woken (by a release naming
+// it, the holder's TTL running out, or waiterPoll) until granted or ctx is
+// done. It returns at the first backend error; on any failure it gives up
+// its place in the queue.
+func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	sent := time.Now()
+	g, err := d.attempt(ctx, req, waiterLease)
+	if g.Acquired {
+		g.Since = sent
+	}
+	if err != nil || g.Acquired {
+		if err != nil {
+			d.dequeue(ctx, req)
+		}
+		return g, err
+	}
+	wake, stop, werr := d.notify.watch(ctx, d.keys.WaiterChannel(req.Name, req.Token), true)
+	if werr == nil {
+		defer stop()
+	}
+	g, err = d.waitLoop(ctx, req, wake, g)
+	if err != nil || !g.Acquired {
+		d.dequeue(ctx, req)
+	}
+	return g, err
+}
+
+func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-chan struct{}, last driver.Grant) (driver.Grant, error) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		sent := time.Now()
+		g, err := d.attempt(ctx, req, waiterLease)
+		if g.Acquired {
+			g.Since = sent // the TTL counts from this attempt, not from the queueing
+		}
+		if err != nil && ctx.Err() != nil {
+			return driver.Grant{Holder: last.Holder}, ctx.Err()
+		}
+		if err != nil || g.Acquired {
+			return g, err
+		}
+		last = g
+		timer.Reset(nextPoll(g.Holder))
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return driver.Grant{Holder: last.Holder}, ctx.Err()
+		}
+	}
+}
+
+// nextPoll is when to try again without a release message: when the
+// holder's TTL runs out (expiry sends no message), at the latest after
+// waiterPoll, which also renews the waiter's place in the queue.
+func nextPoll(h driver.Holder) time.Duration {
+	if h.TTL >= 0 && h.TTL < waiterPoll {
+		return h.TTL + time.Millisecond
+	}
+	return waiterPoll
+}
+
+// dequeue gives up req's place in the queue, best effort, detached from
+// ctx (which is usually done by now).
+func (d *redisDriver) dequeue(ctx context.Context, req driver.Request) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	keys := []string{d.keys.Lock(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name)}
+	_ = redisscript.Dequeue.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
+}

@@ -1,0 +1,193 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/redis/go-redis/v9"
+)
+
+// prepareTimeout bounds the one-time work of New (loading the scripts,
+// reading the persistence settings). Failing it is not an error: the
+// scripts load on first use and the warning is skipped.
+const prepareTimeout = 2 * time.Second
+
+// redisDriver implements driver.Driver and its optional Notifier,
+// BatchRefresher, Lister and ForceReleaser on one go-redis client.
+type redisDriver struct {
+	client redis.UniversalClient
+	owned  bool // opened from a URL: Close closes the client
+	keys   redisscript.Keys
+	cfg    config
+	notify *notifier
+}
+
+// New returns a Locker that keeps its locks on the caller's Redis, through
+// client: a *redis.Client, a *redis.ClusterClient (or any go-redis v9
+// UniversalClient). The caller keeps ownership of client: Locker.Close
+// does not close it.
+func New(client redis.UniversalClient, opts ...Option) (*dlock.Locker, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil redis client", dlock.ErrInvalidArgument)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	return newLocker(newDriver(client, cfg, false), cfg.defaults)
+}
+
+func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
+	d := &redisDriver{client: client, owned: owned, keys: redisscript.Keys{Prefix: cfg.prefix}, cfg: cfg}
+	d.notify = newNotifier(client)
+	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
+	defer cancel()
+	if redisscript.Load(ctx, client) == nil {
+		warnPersistence(ctx, client, cfg.logger)
+	}
+	return d
+}
+
+func newLocker(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
+	var drv driver.Driver = d
+	if d.cfg.fair {
+		drv = fairDriver{d}
+	}
+	l, err := dlock.NewLocker(drv, opts...)
+	if err != nil {
+		_ = d.Close()
+	}
+	return l, err
+}
+
+// ttlMillis converts a TTL to whole milliseconds, rounding down so that the
+// server never keeps a lock longer than the holder was told.
+func ttlMillis(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
+
+// TryAcquire runs the acquire script: one round trip that takes the lock
+// and issues its fence, or describes the holder.
+func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	return d.attempt(ctx, req, 0)
+}
+
+// attempt is one acquire (with WAIT for replicas when configured).
+func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, error) {
+	if d.cfg.replicas > 0 {
+		return d.acquireSynced(ctx, req, lease)
+	}
+	return d.acquire(ctx, d.client, req, lease)
+}
+
+// acquire runs the acquire script once; with a waiter lease, a caller that
+// is not granted joins (or stays in) the name's queue.
+func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, error) {
+	keys := []string{d.keys.Lock(req.Name), d.keys.Fence(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name)}
+	reply, err := redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds()).Slice()
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	return parseGrant(req.Name, reply)
+}
+
+// parseGrant reads {1, fence} or {0, fence, owner, pttl}.
+func parseGrant(name string, reply []any) (driver.Grant, error) {
+	if len(reply) < 2 {
+		return driver.Grant{}, fmt.Errorf("redislock: unexpected acquire reply %v", reply)
+	}
+	fence, err := parseFence(reply[1])
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if ok, _ := reply[0].(int64); ok == 1 {
+		return driver.Grant{Acquired: true, Fence: fence}, nil
+	}
+	h := driver.Holder{Name: name, Fence: fence, TTL: -1}
+	if len(reply) >= 4 {
+		h.Owner, _ = reply[2].(string)
+		h.TTL = pttl(reply[3])
+	}
+	return driver.Grant{Holder: h}, nil
+}
+
+func parseFence(v any) (uint64, error) {
+	s, _ := v.(string)
+	f, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("redislock: fence %v is not a number", v)
+	}
+	return f, nil
+}
+
+// pttl converts a PTTL reply: negative (no TTL, or gone) stays negative.
+func pttl(v any) time.Duration {
+	ms, ok := v.(int64)
+	if !ok || ms < 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Refresh runs the refresh script, which never re-creates a missing lock.
+func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
+	n, err := redisscript.Refresh.Run(ctx, d.client, []string{d.keys.Lock(name)}, token, ttlMillis(ttl)).Int64()
+	if err != nil {
+		return err
+	}
+	return outcome(n)
+}
+
+// Release runs the release script, which also publishes on the name's
+// release channel to wake waiters.
+func (d *redisDriver) Release(ctx context.Context, name, token string) error {
+	return d.release(ctx, d.client, name, token)
+}
+
+func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token string) error {
+	keys := []string{d.keys.Lock(name), d.keys.Queue(name)}
+	n, err := redisscript.Release.Run(ctx, c, keys, token, d.keys.Channel(name)).Int64()
+	if err != nil {
+		return err
+	}
+	return outcome(n)
+}
+
+// outcome maps the scripts' 1 / 0 / -1 to nil / ErrExpired / ErrTakenOver.
+func outcome(n int64) error {
+	switch n {
+	case 1:
+		return nil
+	case 0:
+		return driver.ErrExpired
+	default:
+		return driver.ErrTakenOver
+	}
+}
+
+// Close stops the release subscription and, when the driver was opened
+// from a URL, closes its client.
+func (d *redisDriver) Close() error {
+	err := d.notify.close()
+	if d.owned {
+		err = errors.Join(err, d.client.Close())
+	}
+	return err
+}
+
+var (
+	_ driver.Driver         = (*redisDriver)(nil)
+	_ driver.Notifier       = (*redisDriver)(nil)
+	_ driver.BatchRefresher = (*redisDriver)(nil)
+	_ driver.Lister         = (*redisDriver)(nil)
+	_ driver.ForceReleaser  = (*redisDriver)(nil)
+)

@@ -1,0 +1,49 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// acquireSynced is TryAcquire under WithReplicaSync: the script and WAIT
+// run on one connection (WAIT counts the replicas that have this
+// connection's writes), and a grant that too few replicas confirmed is
+// released on that connection before the error is returned.
+func (d *redisDriver) acquireSynced(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, error) {
+	node, err := d.primaryFor(ctx, d.keys.Lock(req.Name))
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	g, err := d.acquire(ctx, conn, req, lease)
+	if err != nil || !g.Acquired {
+		return g, err
+	}
+	n, err := conn.Wait(ctx, d.cfg.replicas, d.cfg.replicaTimeout).Result()
+	if err == nil && n >= int64(d.cfg.replicas) {
+		return g, nil
+	}
+	_ = d.release(context.WithoutCancel(ctx), conn, req.Name, req.Token)
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("redislock: WAIT for %d replicas: %w", d.cfg.replicas, err)
+	}
+	return driver.Grant{}, fmt.Errorf("redislock: grant of %q reached %d of %d replicas within %s; released it",
+		req.Name, n, d.cfg.replicas, d.cfg.replicaTimeout)
+}
+
+// primaryFor returns the client of the primary that owns key.
+func (d *redisDriver) primaryFor(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := d.client.(type) {
+	case *redis.Client:
+		return c, nil
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	default:
+		return nil, fmt.Errorf("redislock: WithReplicaSync needs a *redis.Client or *redis.ClusterClient, not %T", d.client)
+	}
+}
