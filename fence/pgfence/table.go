@@ -1,0 +1,158 @@
+package pgfence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/fence"
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultFenceColumn is the fence column when Table.Fence is empty.
+const DefaultFenceColumn = "fence"
+
+// Table describes a fenced table: one row per resource key, with a BIGINT
+// fence column beside the data.
+type Table struct {
+	// Name is the table, optionally schema-qualified ("billing.accounts").
+	Name string
+	// Key is the primary-key (or unique) column identifying a resource.
+	Key string
+	// Fence is the BIGINT column holding the highest accepted fence
+	// (default DefaultFenceColumn).
+	Fence string
+}
+
+// Values are the columns a fenced write sets, by column name.
+type Values map[string]any
+
+// stmt holds the quoted pieces of one write.
+type stmt struct {
+	table, key, fence string
+	cols              []string // quoted, sorted by name
+	args              []any    // $1 key, $2 fence, then the values
+}
+
+func (t Table) prepare(key any, f uint64, set Values) (stmt, error) {
+	if err := fence.Valid(f, fence.MaxSQL); err != nil {
+		return stmt{}, err
+	}
+	var s stmt
+	var err error
+	if s.table, err = ident(t.Name); err != nil {
+		return stmt{}, err
+	}
+	if s.key, err = ident(t.Key); err != nil {
+		return stmt{}, err
+	}
+	if s.fence, err = ident(cmpOr(t.Fence, DefaultFenceColumn)); err != nil {
+		return stmt{}, err
+	}
+	s.args = []any{key, int64(f)}
+	for _, name := range slices.Sorted(maps.Keys(set)) {
+		q, err := ident(name)
+		if err != nil {
+			return stmt{}, err
+		}
+		if q == s.key || q == s.fence {
+			return stmt{}, fmt.Errorf("%w: column %q is the key or fence column; it cannot be set", dlock.ErrInvalidArgument, name)
+		}
+		s.cols = append(s.cols, q)
+		s.args = append(s.args, set[name])
+	}
+	return s, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Update sets the columns in set on the row whose key column equals key,
+// and its fence column to f, if the row's fence is not higher than f; one
+// statement. A higher fence yields a *fence.StaleError (errors.Is
+// fence.ErrStale); a missing row yields an error matching pgx.ErrNoRows.
+func (t Table) Update(ctx context.Context, q Querier, key any, f uint64, set Values) error {
+	s, err := t.prepare(key, f, set)
+	if err != nil {
+		return err
+	}
+	assign := []string{s.fence + " = $2"}
+	for i, c := range s.cols {
+		assign = append(assign, fmt.Sprintf("%s = $%d", c, i+3))
+	}
+	sql := fmt.Sprintf("UPDATE %s SET %s WHERE %s = $1 AND %s <= $2",
+		s.table, strings.Join(assign, ", "), s.key, s.fence)
+	tag, err := q.Exec(ctx, sql, s.args...)
+	if err != nil {
+		return MapError(err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	return t.rejected(ctx, q, s, key, f)
+}
+
+// Upsert inserts the row (key, fence f, set) or, when the key exists,
+// updates it if its fence is not higher than f; one INSERT ... ON CONFLICT
+// statement. The key column needs a unique index. A higher fence yields a
+// *fence.StaleError.
+func (t Table) Upsert(ctx context.Context, q Querier, key any, f uint64, set Values) error {
+	s, err := t.prepare(key, f, set)
+	if err != nil {
+		return err
+	}
+	cols := append([]string{s.key, s.fence}, s.cols...)
+	params := make([]string, len(cols))
+	assign := make([]string, 0, len(cols)-1)
+	for i, c := range cols {
+		params[i] = fmt.Sprintf("$%d", i+1)
+		if i > 0 {
+			assign = append(assign, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
+		}
+	}
+	sql := fmt.Sprintf("INSERT INTO %s AS t (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s WHERE t.%s <= EXCLUDED.%s",
+		s.table, strings.Join(cols, ", "), strings.Join(params, ", "), s.key,
+		strings.Join(assign, ", "), s.fence, s.fence)
+	tag, err := q.Exec(ctx, sql, s.args...)
+	if err != nil {
+		return MapError(err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	return t.rejected(ctx, q, s, key, f)
+}
+
+// rejected builds the error for a write that matched no row: it reads the
+// current fence (a fresh snapshot under READ COMMITTED) to say why.
+func (t Table) rejected(ctx context.Context, q Querier, s stmt, key any, f uint64) error {
+	var cur int64
+	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", s.fence, s.table, s.key)
+	err := q.QueryRow(ctx, sql, key).Scan(&cur)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pgfence: %s: no row with %s = %v: %w", t.Name, t.Key, key, pgx.ErrNoRows)
+	}
+	if err != nil {
+		return fmt.Errorf("pgfence: %s: write with fence %d matched no row, and reading the current fence failed: %w", t.Name, f, err)
+	}
+	return &fence.StaleError{Key: fmt.Sprintf("%s[%v]", t.Name, key), Offered: f, Current: uint64(cur)}
+}
+
+// Current returns the fence stored on key's row.
+func (t Table) Current(ctx context.Context, q Querier, key any) (uint64, error) {
+	s, err := t.prepare(key, 1, nil)
+	if err != nil {
+		return 0, err
+	}
+	var cur int64
+	err = q.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", s.fence, s.table, s.key), key).Scan(&cur)
+	return uint64(cur), err
+}

@@ -1,0 +1,158 @@
+package sqlitefence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/fence"
+)
+
+// DB is the part of database/sql this package uses; *sql.DB, *sql.Tx and
+// *sql.Conn satisfy it.
+type DB interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// DefaultFenceColumn is the fence column when Table.Fence is empty.
+const DefaultFenceColumn = "fence"
+
+// Table describes a fenced table: one row per resource key, with an
+// INTEGER fence column beside the data.
+type Table struct {
+	// Name is the table.
+	Name string
+	// Key is the PRIMARY KEY (or UNIQUE) column identifying a resource.
+	Key string
+	// Fence is the INTEGER column holding the highest accepted fence
+	// (default DefaultFenceColumn).
+	Fence string
+}
+
+// Values are the columns a fenced write sets, by column name.
+type Values map[string]any
+
+type stmt struct {
+	table, key, fence string
+	cols              []string
+	args              []any // key, fence, then the values
+}
+
+func ident(name string) (string, error) {
+	if name == "" || strings.ContainsRune(name, 0) {
+		return "", fmt.Errorf("%w: SQL identifier %q", dlock.ErrInvalidArgument, name)
+	}
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`, nil
+}
+
+func (t Table) prepare(key any, f uint64, set Values) (stmt, error) {
+	if err := fence.Valid(f, fence.MaxSQL); err != nil {
+		return stmt{}, err
+	}
+	var s stmt
+	var err error
+	if s.table, err = ident(t.Name); err != nil {
+		return stmt{}, err
+	}
+	if s.key, err = ident(t.Key); err != nil {
+		return stmt{}, err
+	}
+	if s.fence, err = ident(cmpOr(t.Fence, DefaultFenceColumn)); err != nil {
+		return stmt{}, err
+	}
+	s.args = []any{key, int64(f)}
+	for _, name := range slices.Sorted(maps.Keys(set)) {
+		q, err := ident(name)
+		if err != nil {
+			return stmt{}, err
+		}
+		if q == s.key || q == s.fence {
+			return stmt{}, fmt.Errorf("%w: column %q is the key or fence column; it cannot be set", dlock.ErrInvalidArgument, name)
+		}
+		s.cols = append(s.cols, q)
+		s.args = append(s.args, set[name])
+	}
+	return s, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Update sets the columns in set, and the fence column to f, on key's row
+// if its fence is not higher than f; one statement. A higher fence yields
+// a *fence.StaleError; a missing row an error matching sql.ErrNoRows.
+func (t Table) Update(ctx context.Context, db DB, key any, f uint64, set Values) error {
+	s, err := t.prepare(key, f, set)
+	if err != nil {
+		return err
+	}
+	assign := []string{s.fence + " = ?2"}
+	for i, c := range s.cols {
+		assign = append(assign, fmt.Sprintf("%s = ?%d", c, i+3))
+	}
+	q := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?1 AND %s <= ?2",
+		s.table, strings.Join(assign, ", "), s.key, s.fence)
+	return t.finish(ctx, db, s, key, f, q)
+}
+
+// Upsert inserts the row or, when key exists, updates it if its fence is
+// not higher than f; one INSERT ... ON CONFLICT statement.
+func (t Table) Upsert(ctx context.Context, db DB, key any, f uint64, set Values) error {
+	s, err := t.prepare(key, f, set)
+	if err != nil {
+		return err
+	}
+	cols := append([]string{s.key, s.fence}, s.cols...)
+	params := make([]string, len(cols))
+	assign := make([]string, 0, len(cols)-1)
+	for i, c := range cols {
+		params[i] = fmt.Sprintf("?%d", i+1)
+		if i > 0 {
+			assign = append(assign, fmt.Sprintf("%s = excluded.%s", c, c))
+		}
+	}
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s WHERE %s.%s <= excluded.%s",
+		s.table, strings.Join(cols, ", "), strings.Join(params, ", "), s.key,
+		strings.Join(assign, ", "), s.table, s.fence, s.fence)
+	return t.finish(ctx, db, s, key, f, q)
+}
+
+func (t Table) finish(ctx context.Context, db DB, s stmt, key any, f uint64, q string) error {
+	res, err := db.ExecContext(ctx, q, s.args...)
+	if err != nil {
+		return MapError(err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n > 0 {
+		return nil
+	}
+	var cur int64
+	err = db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?1", s.fence, s.table, s.key), key).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlitefence: %s: no row with %s = %v: %w", t.Name, t.Key, key, sql.ErrNoRows)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitefence: %s: write with fence %d matched no row, and reading the current fence failed: %w", t.Name, f, err)
+	}
+	return &fence.StaleError{Key: fmt.Sprintf("%s[%v]", t.Name, key), Offered: f, Current: uint64(cur)}
+}
+
+// Current returns the fence stored on key's row.
+func (t Table) Current(ctx context.Context, db DB, key any) (uint64, error) {
+	s, err := t.prepare(key, 1, nil)
+	if err != nil {
+		return 0, err
+	}
+	var cur int64
+	err = db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?1", s.fence, s.table, s.key), key).Scan(&cur)
+	return uint64(cur), err
+}
