@@ -30,6 +30,7 @@ type keeper struct {
 	sched   map[*Lease]*schedule
 	running bool
 	wake    chan struct{}
+	stop    chan struct{} // closed by Locker.Close
 	wg      sync.WaitGroup
 }
 
@@ -46,7 +47,7 @@ type schedule struct {
 const maxBatch = 1000
 
 func newKeeper(l *Locker) *keeper {
-	return &keeper{locker: l, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1)}
+	return &keeper{locker: l, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 func (k *keeper) add(ls *Lease) {
@@ -97,8 +98,36 @@ func (k *keeper) poke() {
 	}
 }
 
-// wait blocks until the loop and every refresh in flight have returned.
-func (k *keeper) wait() { k.wg.Wait() }
+// close stops the loop and waits until it and every refresh in flight
+// have returned. No lease is added after close (Locker.track refuses).
+func (k *keeper) close() {
+	close(k.stop)
+	k.wg.Wait()
+}
+
+// keeperLinger is how long the loop stays up without leases, so that a
+// Locker taking short leases one after another does not start and stop a
+// goroutine for each of them.
+const keeperLinger = 2 * time.Second
+
+// linger waits, with no lease to keep, for a new one (true) or for the
+// linger time or Close to pass (false: the loop must exit).
+func (k *keeper) linger(timer *time.Timer) bool {
+	timer.Reset(keeperLinger)
+	select {
+	case <-k.wake:
+		return true
+	case <-timer.C:
+	case <-k.stop:
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.sched) > 0 {
+		return true
+	}
+	k.running = false
+	return false
+}
 
 func (k *keeper) loop() {
 	defer k.wg.Done()
@@ -107,6 +136,9 @@ func (k *keeper) loop() {
 	for {
 		due, lost, next, ok := k.scan(time.Now())
 		if !ok {
+			if k.linger(timer) {
+				continue
+			}
 			return
 		}
 		for ls, cause := range lost {
@@ -132,7 +164,6 @@ func (k *keeper) scan(now time.Time) (due []*Lease, lost map[*Lease]error, next 
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if len(k.sched) == 0 {
-		k.running = false
 		return nil, nil, time.Time{}, false
 	}
 	next = now.Add(time.Hour)

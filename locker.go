@@ -77,7 +77,7 @@ func (l *Locker) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	l.keeper.wait()
+	l.keeper.close()
 	if err := l.drv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("dlock: close driver: %w", err))
 	}
