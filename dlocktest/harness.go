@@ -32,8 +32,9 @@ type Harness struct {
 	// cross-process tests.
 	URL string
 
-	// TTL is the short lease length the suite uses (default 500ms); it must
-	// be at least the backend's minimum (etcd: 2s).
+	// TTL is the short lease length the suite uses (default DefaultTTL); it must
+	// be at least the backend's minimum (etcd: 2s). The default, 1s, leaves the
+	// watchdog a third of a second to confirm a refresh on a loaded machine.
 	TTL time.Duration
 
 	// Expire deletes the named lock on the backend from outside, as if its

@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultTTL is the lease length the suite uses when Harness.TTL is zero.
-const DefaultTTL = 500 * time.Millisecond
+const DefaultTTL = time.Second
 
 // suite is one run of the conformance tests against one Harness.
 type suite struct {

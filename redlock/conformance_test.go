@@ -1,0 +1,56 @@
+package redlock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/dlocktest"
+)
+
+// The suite runs on a loaded machine: its node timeout and TTL are
+// generous so that a busy scheduler is not mistaken for a failed node.
+const (
+	suiteTTL         = 2 * time.Second
+	suiteNodeTimeout = 300 * time.Millisecond
+)
+
+func TestConformance(t *testing.T) {
+	ns := startNodes(t, 5)
+	dlocktest.Run(t, dlocktest.Harness{
+		New: func(t testing.TB) *dlock.Locker {
+			return ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
+		},
+		URL:    ns.url("node_timeout=300ms"),
+		TTL:    suiteTTL,
+		Expire: func(t testing.TB, name string) { ns.expire(t, name) },
+		Steal:  ns.steal,
+		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
+			other := startNodes(t, 3)
+			l := other.locker(t, WithNodeTimeout(suiteNodeTimeout))
+			return l, func() {
+				for _, s := range other.srv {
+					s.Kill()
+				}
+			}
+		},
+	})
+}
+
+func TestConformanceWithoutFencing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	ns := startNodes(t, 3)
+	l := ns.locker(t, WithFencing(false), WithNodeTimeout(suiteNodeTimeout))
+	ls, err := l.Acquire(t.Context(), "nofence", dlock.WithTTL(suiteTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls.Fence() != 0 {
+		t.Errorf("Fence() = %d with fencing off, want 0", ls.Fence())
+	}
+	if err := ls.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,114 @@
+package redlock
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// open builds a driver from
+//
+//	redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db][?query]
+//
+// Every node gets the same user, password, database and go-redis query
+// options (dial_timeout, pool_size...; see redis.ParseURL); the driver's
+// own keys are node_timeout (a duration), fencing (true/false) and tls
+// (true: connect as rediss://). Unknown keys are rejected.
+func open(_ context.Context, rawURL string) (driver.Driver, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, invalid("malformed URL")
+	}
+	cfg, scheme, rest, err := ownQuery(u.Query())
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := hostList(u.Host)
+	if err != nil {
+		return nil, err
+	}
+	clients := make([]redis.UniversalClient, 0, len(hosts))
+	for _, h := range hosts {
+		node := url.URL{Scheme: scheme, User: u.User, Host: h, Path: u.Path, RawQuery: rest.Encode()}
+		o, err := redis.ParseURL(node.String())
+		if err != nil {
+			closeAll(clients)
+			return nil, invalid("node %s: %v", h, err)
+		}
+		o.ContextTimeoutEnabled = true
+		clients = append(clients, redis.NewClient(o))
+	}
+	d, err := newDriver(clients, cfg)
+	if err != nil {
+		closeAll(clients)
+		return nil, err
+	}
+	d.owned = true
+	return d, nil
+}
+
+// ownQuery takes the driver's keys out of q.
+func ownQuery(q url.Values) (config, string, url.Values, error) {
+	cfg, scheme := defaultConfig(), "redis"
+	if q.Has("node_timeout") {
+		d, err := time.ParseDuration(q.Get("node_timeout"))
+		if err != nil || d <= 0 {
+			return cfg, "", nil, invalid("URL query node_timeout=%q: want a positive duration like 50ms", q.Get("node_timeout"))
+		}
+		cfg.nodeTimeout = d
+	}
+	for _, key := range []string{"fencing", "tls"} {
+		if !q.Has(key) {
+			continue
+		}
+		on, err := strconv.ParseBool(q.Get(key))
+		if err != nil {
+			return cfg, "", nil, invalid("URL query %s=%q: want true or false", key, q.Get(key))
+		}
+		if key == "fencing" {
+			cfg.fencing = on
+		} else if on {
+			scheme = "rediss"
+		}
+	}
+	for _, key := range []string{"node_timeout", "fencing", "tls"} {
+		q.Del(key)
+	}
+	return cfg, scheme, q, nil
+}
+
+// hostList splits a libpq-style host list; a host without a port gets
+// 6379. The same host:port twice is an invalid argument.
+func hostList(list string) ([]string, error) {
+	if list == "" {
+		return nil, invalid("URL has no hosts (want redlock://host1:port1,host2:port2,host3:port3)")
+	}
+	var hosts []string
+	seen := map[string]bool{}
+	for _, h := range strings.Split(list, ",") {
+		if h == "" {
+			return nil, invalid("empty host in the host list %q", list)
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(h, "6379")
+		}
+		if seen[strings.ToLower(h)] {
+			return nil, invalid("host %s appears twice in the host list", h)
+		}
+		seen[strings.ToLower(h)] = true
+		hosts = append(hosts, h)
+	}
+	return hosts, nil
+}
+
+func closeAll(clients []redis.UniversalClient) {
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
