@@ -108,7 +108,7 @@ func (k *keeper) close() {
 // keeperLinger is how long the loop stays up without leases, so that a
 // Locker taking short leases one after another does not start and stop a
 // goroutine for each of them.
-const keeperLinger = 2 * time.Second
+const keeperLinger = 200 * time.Millisecond
 
 // linger waits, with no lease to keep, for a new one (true) or for the
 // linger time or Close to pass (false: the loop must exit).

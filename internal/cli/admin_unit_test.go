@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+)
+
+func TestLsAndInspectJSON(t *testing.T) {
+	url := memURL(t)
+	hold(t, url, "app/a", dlock.WithOwner("o1"), dlock.WithTTL(time.Minute))
+	hold(t, url, "other", dlock.WithOwner("o2"), dlock.WithTTL(time.Minute))
+
+	io, out, _ := testIO()
+	if err := runLs(context.Background(), &lsOptions{URL: url, Prefix: "app/", JSON: true}, io); err != nil {
+		t.Fatal(err)
+	}
+	var recs []holderRecord
+	if err := json.Unmarshal(out.Bytes(), &recs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(recs) != 1 || recs[0].Name != "app/a" || recs[0].Owner != "o1" || recs[0].Fence != 1 || recs[0].TTLLeftMS <= 0 {
+		t.Errorf("ls --json app/ = %+v", recs)
+	}
+
+	io, out, _ = testIO()
+	if err := runInspect(context.Background(), &inspectOptions{URL: url, Name: "free", JSON: true}, io); err != nil {
+		t.Fatal(err)
+	}
+	var rec holderRecord
+	if err := json.Unmarshal(out.Bytes(), &rec); err != nil || rec.Held || rec.Name != "free" {
+		t.Errorf("inspect --json free = %s (%v)", out, err)
+	}
+
+	io, out, _ = testIO()
+	if err := runInspect(context.Background(), &inspectOptions{URL: url, Name: "other"}, io); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "o2") || !strings.Contains(out.String(), "FENCE") {
+		t.Errorf("inspect table = %q", out)
+	}
+}
+
+func TestReleaseForce(t *testing.T) {
+	url := memURL(t)
+	_, lease := hold(t, url, "wedged", dlock.WithOwner("stuck"), dlock.WithTTL(time.Minute))
+	io, out, _ := testIO()
+	err := runRelease(context.Background(), &releaseOptions{URL: url, Name: "wedged"}, io)
+	if codeOf(err) != ExitUsage {
+		t.Fatalf("release without --force: %v, want a usage error", err)
+	}
+	if err := runRelease(context.Background(), &releaseOptions{URL: url, Name: "wedged", Force: true}, io); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("held by stuck (fence %d); new fence %d", lease.Fence(), lease.Fence()+1)
+	if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "rejected") {
+		t.Errorf("release output %q lacks %q", out, want)
+	}
+}
+
+func TestMigrateWithoutSchema(t *testing.T) {
+	io, out, _ := testIO()
+	if err := runMigrate(context.Background(), &migrateOptions{URL: memURL(t)}, io); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "nothing to do") {
+		t.Errorf("migrate output %q", out)
+	}
+}
+
+func TestBenchJSON(t *testing.T) {
+	io, out, _ := testIO()
+	opts := &benchOptions{URL: memURL(t), Duration: 150 * time.Millisecond, TTL: 5 * time.Second, JSON: true}
+	if err := runBench(context.Background(), opts, io); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != len(benchWorkloads) {
+		t.Fatalf("%d records, want %d:\n%s", len(lines), len(benchWorkloads), out)
+	}
+	for _, l := range lines {
+		var r benchResult
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Ops == 0 || r.Violations != 0 || r.Errors != 0 || r.LatencyP99Ms < r.LatencyP50Ms {
+			t.Errorf("implausible record %+v", r)
+		}
+		if r.Contended && r.HandoffP50Ms <= 0 {
+			t.Errorf("contended record without handoff times: %+v", r)
+		}
+	}
+}
+
+func TestBenchRejectsUnboundedDuration(t *testing.T) {
+	io, _, _ := testIO()
+	err := runBench(context.Background(), &benchOptions{URL: memURL(t), Duration: time.Hour}, io)
+	if codeOf(err) != ExitUsage {
+		t.Fatalf("got %v, want a usage error", err)
+	}
+}
+
+func TestErrorLine(t *testing.T) {
+	err := fmt.Errorf("dlock: open x: %w", errors.New("line one\nline two"))
+	if got := errorLine(err); got != "dlock: open x: line one line two" {
+		t.Errorf("errorLine = %q", got)
+	}
+	if got := errorLine(errors.New("plain")); got != "dlock: plain" {
+		t.Errorf("errorLine = %q", got)
+	}
+	if got := errorLine(exitWith(3, nil)); got != "" {
+		t.Errorf("silent exit printed %q", got)
+	}
+}
+
+func TestDemoPick(t *testing.T) {
+	o := &demoOptions{}
+	got, err := o.pick()
+	if err != nil || len(got) != len(tour) {
+		t.Fatalf("tour: %v %v", got, err)
+	}
+	o.Scenario = "nope"
+	if _, err := o.pick(); codeOf(err) != ExitUsage {
+		t.Errorf("unknown scenario: %v", err)
+	}
+	o.Scenario = "all"
+	if got, _ := o.pick(); len(got) != len(scenarios) {
+		t.Errorf("all: %d scenarios", len(got))
+	}
+}
+
+func TestOverlaps(t *testing.T) {
+	if overlaps([]interval{{started: 0, ended: 10}, {started: 10, ended: 20}}) {
+		t.Error("touching intervals overlap?")
+	}
+	if !overlaps([]interval{{started: 0, ended: 30}, {started: 10, ended: 20}, {started: 40, ended: 50}}) {
+		t.Error("nested intervals do not overlap?")
+	}
+}
+
+func TestExecuteUsageExitCodes(t *testing.T) {
+	for _, args := range [][]string{{"frobnicate"}, {"run", "--bogus", "x"}, {"inspect"}, {"ls", "a", "b"}} {
+		io, _, errb := testIO()
+		if code := Execute(context.Background(), args, io); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, ExitUsage, errb)
+		}
+		if n := strings.Count(errb.String(), "\n"); n != 1 {
+			t.Errorf("%v: %d stderr lines: %q", args, n, errb)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dlockdev/dlock/internal/testserver"
+)
+
+// demoFlags keep the watchdog scenario short enough for CI.
+var demoFlags = []string{"--watchdog-job", "2s", "--watchdog-ttl", "1s"}
+
+// checkDemo runs `dlock demo args...` and checks that every scenario run
+// showed the outcome it teaches.
+func checkDemo(t *testing.T, want int, args ...string) {
+	t.Helper()
+	r := runBin(t, nil, append(append([]string{"demo"}, args...), demoFlags...)...)
+	verdicts := strings.Count(r.stdout, "\nverdict: ")
+	if r.code != 0 || verdicts != want || strings.Contains(r.stdout, "verdict: UNEXPECTED") || strings.Contains(r.stdout, "verdict: ERROR") {
+		t.Fatalf("dlock demo %v: exit %d, %d verdicts (want %d)\nstdout:\n%s\nstderr:\n%s", args, r.code, verdicts, want, r.stdout, r.stderr)
+	}
+}
+
+// TestDemoTour: `dlock demo` with no argument runs correct, pause, fencing
+// on the embedded default (a temporary file) and exits 0.
+func TestDemoTour(t *testing.T) {
+	checkDemo(t, len(tour))
+}
+
+// TestDemoScenarios: every other scenario exits 0 on the file backend.
+func TestDemoScenarios(t *testing.T) {
+	for _, s := range scenarios {
+		if strings.Contains(strings.Join(tour, " "), s.name) {
+			continue
+		}
+		t.Run(s.name, func(t *testing.T) { checkDemo(t, 1, s.name) })
+	}
+}
+
+// TestDemoRedis: every scenario exits 0 on a real Redis.
+func TestDemoRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: every scenario on Redis")
+	}
+	srv := testserver.Redis(t)
+	checkDemo(t, len(scenarios), "all", "--url", srv.URL())
+}
+
+// TestDemoPostgres: every scenario exits 0 on a real PostgreSQL (singleton
+// with advisory locks).
+func TestDemoPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: every scenario on Postgres")
+	}
+	srv := testserver.Postgres(t)
+	checkDemo(t, len(scenarios), "all", "--url", srv.NewDatabase(t))
+}
+
+// TestDemoRefusesMem: the in-process backend cannot host a multi-process
+// demo; one line and a usage exit.
+func TestDemoRefusesMem(t *testing.T) {
+	r := runBin(t, nil, "demo", "--url", "mem://x")
+	assertOneLine(t, r, "demo on mem://")
+}

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/dlockdev/dlock/internal/testserver"
+)
+
+// TestFailuresAreOneLine: bad flags, bad URLs and unreachable servers each
+// give one line on stderr and a non-zero exit, never a stack trace.
+func TestFailuresAreOneLine(t *testing.T) {
+	closed := testserver.FreePort(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"unknown flag", []string{"run", "--bogus", "x", "--", "true"}, ExitUsage},
+		{"bad duration", []string{"run", "--wait", "soon", "x", "--", "true"}, ExitUsage},
+		{"missing command", []string{"run", "x"}, ExitUsage},
+		{"unknown command", []string{"frobnicate"}, ExitUsage},
+		{"missing name", []string{"inspect"}, ExitUsage},
+		{"release without --force", []string{"release", "x"}, ExitUsage},
+		{"unknown scenario", []string{"demo", "nope"}, ExitUsage},
+		{"unbounded bench", []string{"bench", "--duration", "1h"}, ExitUsage},
+		{"unknown scheme", []string{"--url", "foo://x", "ls"}, ExitError},
+		{"malformed URL", []string{"--url", "://nope", "ls"}, ExitError},
+		{"relative file path", []string{"--url", "file:relative.db", "ls"}, ExitError},
+		{"unknown query key", []string{"--url", "redis://127.0.0.1:1/?bogus=1", "ls"}, ExitError},
+		{"unreachable redis", []string{"--url", fmt.Sprintf("redis://:pw-redis@127.0.0.1:%d", closed), "run", "x", "--", "true"}, ExitError},
+		{"unreachable postgres", []string{"--url", fmt.Sprintf("postgres://u:pw-pg@127.0.0.1:%d/db", closed), "ls"}, ExitError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runBin(t, nil, tc.args...)
+			assertOneLine(t, r, tc.name)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d: %s", r.code, tc.code, r.stderr)
+			}
+			if strings.Contains(r.stderr, "pw-") {
+				t.Errorf("the password leaked: %s", r.stderr)
+			}
+		})
+	}
+}
+
+// TestWrongPasswordIsOneLine: a wrong password gives one line, without the
+// password, and a non-zero exit.
+func TestWrongPasswordIsOneLine(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		srv := testserver.Redis(t, "--requirepass", "right-pass")
+		url := fmt.Sprintf("redis://:wrong-pass@%s", srv.Addr)
+		r := runBin(t, nil, "--url", url, "run", "x", "--", "true")
+		assertOneLine(t, r, "redis wrong password")
+		if strings.Contains(r.stderr, "wrong-pass") {
+			t.Errorf("the password leaked: %s", r.stderr)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		srv := testserver.Postgres(t)
+		r := runBin(t, nil, "--url", srv.AuthURL("postgres", "wrong-pass"), "ls")
+		assertOneLine(t, r, "postgres wrong password")
+		if strings.Contains(r.stderr, "wrong-pass") {
+			t.Errorf("the password leaked: %s", r.stderr)
+		}
+	})
+}

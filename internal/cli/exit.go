@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Exit codes of the dlock command. They are listed in `dlock --help` and
+// chosen not to clash with the usual codes of the commands dlock runs.
+const (
+	// ExitOK: success.
+	ExitOK = 0
+	// ExitError: any other failure (backend unreachable, bad URL, ...).
+	ExitError = 1
+	// ExitUsage: bad flags or arguments.
+	ExitUsage = 2
+	// ExitHeld: the lock is held elsewhere (EX_TEMPFAIL); `dlock run`
+	// lets --conflict-exit-code change it.
+	ExitHeld = 75
+	// ExitLeaseLost: `dlock run` lost its lease while the command ran and
+	// terminated the command.
+	ExitLeaseLost = 76
+)
+
+const exitCodesHelp = `Exit codes:
+  0    success (dlock run: the command's own exit code is passed through)
+  1    error: backend unreachable, bad URL, authentication failed, ...
+  2    usage: bad flags or arguments
+  75   the lock is held elsewhere (dlock run --conflict-exit-code changes it)
+  76   dlock run: the lease was lost while the command ran; the command was
+       sent SIGTERM (and SIGKILL after --grace)
+  128+N  dlock run: the command was killed by signal N`
+
+// exitError carries an exit code and an optional one-line message.
+type exitError struct {
+	code int
+	err  error // nil: exit silently (the reason was already printed)
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitWith returns an error that makes Main exit with code after printing
+// err (if not nil) as one line.
+func exitWith(code int, err error) error { return &exitError{code: code, err: err} }
+
+// usageErr reports bad flags or arguments (exit 2).
+func usageErr(format string, args ...any) error {
+	return exitWith(ExitUsage, fmt.Errorf(format, args...))
+}
+
+// codeOf maps an error returned by a command to an exit code.
+func codeOf(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if err != nil {
+		return ExitError
+	}
+	return ExitOK
+}
+
+// errorLine renders err as exactly one line starting with "dlock: ", or ""
+// when there is nothing to say.
+func errorLine(err error) string {
+	var ee *exitError
+	if errors.As(err, &ee) && ee.err == nil {
+		return ""
+	}
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	if !strings.HasPrefix(msg, "dlock: ") {
+		msg = "dlock: " + msg
+	}
+	for strings.Contains(msg, "dlock: dlock: ") {
+		msg = strings.ReplaceAll(msg, "dlock: dlock: ", "dlock: ")
+	}
+	return msg
+}

@@ -1,0 +1,5 @@
+package cli
+
+import "strconv"
+
+func uitoa(u uint64) string { return strconv.FormatUint(u, 10) }

@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// lsOptions configures `dlock ls`.
+type lsOptions struct {
+	URL    string
+	Prefix string
+	JSON   bool
+}
+
+func newLsCmd(g *globalOptions, io *IO) *cobra.Command {
+	opts := &lsOptions{}
+	cmd := &cobra.Command{
+		Use:   "ls [PREFIX]",
+		Short: "List held locks (owner, fence, time left)",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			opts.URL = g.URL
+			if len(a) == 1 {
+				opts.Prefix = a[0]
+			}
+			return runLs(cmd.Context(), opts, io)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print a JSON array instead of a table")
+	return cmd
+}
+
+func runLs(ctx context.Context, opts *lsOptions, io *IO) error {
+	l, err := openLocker(ctx, opts.URL)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	bctx, cancel := withBackendTimeout(ctx)
+	defer cancel()
+	hs, err := l.List(bctx, opts.Prefix)
+	err = explainTimeout(err)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		recs := make([]holderRecord, len(hs))
+		for i, h := range hs {
+			recs[i] = recordOf(h)
+		}
+		return writeJSON(io.Out, recs)
+	}
+	if len(hs) == 0 {
+		if io.OutTTY {
+			fmt.Fprintln(io.Err, "no locks held")
+		}
+		return nil
+	}
+	return writeHolderTable(io.Out, hs)
+}

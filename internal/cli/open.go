@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// backendTimeout bounds connecting to the backend and each administrative
+// call (ls, inspect, release, migrate), so that an unreachable server is
+// reported instead of waited on forever.
+const backendTimeout = 15 * time.Second
+
+// openLocker opens the backend named by url ("" means $DLOCK_URL, then the
+// embedded default), bounding the connection attempt.
+func openLocker(ctx context.Context, url string, opts ...dlock.Option) (*dlock.Locker, error) {
+	octx, cancel := context.WithTimeout(ctx, backendTimeout)
+	defer cancel()
+	l, err := dlock.Open(octx, url, opts...)
+	return l, explainTimeout(err)
+}
+
+// withBackendTimeout bounds one administrative call.
+func withBackendTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, backendTimeout)
+}
+
+// explainTimeout says plainly that the backend did not answer in time.
+func explainTimeout(err error) error {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w (no answer from the backend within %s)", err, backendTimeout)
+	}
+	return err
+}
+
+// quietClients stops backend client libraries from logging on stderr:
+// the CLI reports every failure itself, in one line. Drivers' warnings
+// (log/slog, e.g. redislock's note on a Redis without persistence) would
+// otherwise repeat on every cron run; DLOCK_DEBUG=1 shows them.
+func quietClients() {
+	redis.SetLogger(discardLogger{})
+	if os.Getenv("DLOCK_DEBUG") != "1" {
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	}
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
+
+// describeHolder says who holds a lock in one phrase: "OWNER, fence N, 12s left".
+func describeHolder(h dlock.Holder) string {
+	owner := h.Owner
+	if owner == "" {
+		owner = "an unknown owner"
+	}
+	s := owner
+	if h.Fence > 0 {
+		s += ", fence " + uitoa(h.Fence)
+	}
+	if h.TTL >= 0 {
+		s += ", " + roundLeft(h.TTL).String() + " left"
+	} else {
+		s += ", no expiry (session-bound)"
+	}
+	return s
+}
+
+// roundLeft rounds a time left for people: whole seconds above 10s,
+// milliseconds below.
+func roundLeft(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/spf13/cobra"
+)
+
+// runOptions configures `dlock run`.
+type runOptions struct {
+	URL     string
+	Name    string
+	Command []string
+	// Wait bounds the wait for a held lock; 0 means one attempt.
+	Wait time.Duration
+	TTL  time.Duration
+	// Grace is how long a command gets between SIGTERM and SIGKILL after
+	// the lease was lost.
+	Grace            time.Duration
+	ConflictExitCode int
+	Owner            string
+}
+
+func newRunCmd(g *globalOptions, io *IO) *cobra.Command {
+	opts := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] NAME -- COMMAND [ARGS...]",
+		Short: "Run a command while holding a lock",
+		Long: `Run COMMAND while holding the lock NAME, like flock(1) across machines.
+
+With --wait 0 (the default, right for a cron job duplicated on two hosts) dlock
+makes one attempt; if the lock is held elsewhere it prints one line naming the
+holder, its fence and its time left, and exits with --conflict-exit-code (75).
+
+The command runs in its own process group with DLOCK_NAME, DLOCK_FENCE and
+DLOCK_TOKEN in its environment, so that it can fence its own writes.
+DLOCK_URL is passed on only when it holds no password. The lease is refreshed
+every TTL/3 while the command runs. If it is lost anyway (the backend expired
+it, another holder took it, or no refresh could be confirmed in time), dlock
+sends SIGTERM to the command's process group, SIGKILL after --grace, says so on
+stderr and exits 76. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are
+forwarded to the command; the lock is released once the command has exited,
+and dlock exits with the command's exit code (128+N when killed by signal N).
+If dlock itself is killed, the command gets SIGTERM (Linux parent-death
+signal): it must not run on without the lease.
+
+The command runs in a background process group, so it cannot read from the
+terminal; stdin is still passed through for pipes and files.`,
+		Example: `  dlock run nightly-report -- ./report.sh
+  dlock run --wait 5m --ttl 1m backup -- pg_dump -f /backups/db.sql mydb`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			opts.URL = g.URL
+			opts.Name, opts.Command = a[0], a[1:]
+			if len(opts.Command) > 0 && opts.Command[0] == "--" {
+				opts.Command = opts.Command[1:]
+			}
+			return runRun(cmd.Context(), opts, io)
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	f.DurationVar(&opts.Wait, "wait", 0, "how long to wait for a held lock (0: one attempt)")
+	f.DurationVar(&opts.TTL, "ttl", dlock.DefaultTTL, "lease length; refreshed every ttl/3 while the command runs")
+	f.DurationVar(&opts.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	f.IntVar(&opts.ConflictExitCode, "conflict-exit-code", ExitHeld, "exit code when the lock is held elsewhere")
+	f.StringVar(&opts.Owner, "owner", "", `holder description others see (default "host/pid")`)
+	return cmd
+}
+
+func (o *runOptions) validate() error {
+	switch {
+	case len(o.Command) == 0:
+		return usageErr("no command to run (usage: dlock run [flags] NAME -- COMMAND [ARGS...])")
+	case o.Wait < 0:
+		return usageErr("--wait %s is negative", o.Wait)
+	case o.Grace < 0:
+		return usageErr("--grace %s is negative", o.Grace)
+	case o.ConflictExitCode < 0 || o.ConflictExitCode > 255:
+		return usageErr("--conflict-exit-code %d is not in 0..255", o.ConflictExitCode)
+	}
+	return nil
+}
+
+func (o *runOptions) lockOptions() []dlock.Option {
+	opts := []dlock.Option{dlock.WithTTL(o.TTL), dlock.WithWait(o.Wait)}
+	if o.Owner != "" {
+		opts = append(opts, dlock.WithOwner(o.Owner))
+	}
+	return opts
+}
+
+// runRun acquires the lock, runs the command under it and releases it.
+func runRun(ctx context.Context, opts *runOptions, io *IO) error {
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+
+	l, err := openLocker(ctx, opts.URL)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	lease, err := acquireForRun(ctx, l, opts, io, sigs)
+	if err != nil {
+		return err
+	}
+	return superviseCommand(lease, opts, io, sigs)
+}
+
+// acquireForRun takes the lock; a signal while waiting gives up the wait.
+func acquireForRun(ctx context.Context, l *dlock.Locker, opts *runOptions, io *IO, sigs <-chan os.Signal) (*dlock.Lease, error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case s := <-sigs:
+			cancel(signalError{s.(syscall.Signal)})
+		case <-sctx.Done():
+		}
+	}()
+	wctx := sctx
+	if opts.Wait < maxBoundedWait {
+		var tcancel context.CancelFunc
+		wctx, tcancel = context.WithTimeoutCause(sctx, opts.Wait+backendTimeout, errBackendSilent)
+		defer tcancel()
+	}
+	if io.ErrTTY && opts.Wait > 0 {
+		stop := showWaiting(wctx, l, opts.Name, io.Err)
+		defer stop()
+	}
+	lease, err := l.Acquire(wctx, opts.Name, opts.lockOptions()...)
+	if err == nil {
+		return lease, nil
+	}
+	return nil, acquireError(opts, err, context.Cause(wctx))
+}
+
+// maxBoundedWait: waits longer than this get no backend-silence bound.
+const maxBoundedWait = 100 * 365 * 24 * time.Hour
+
+// errBackendSilent is the cause of an acquire given up because the backend
+// did not answer.
+var errBackendSilent = fmt.Errorf("no answer from the backend within %s", backendTimeout)
+
+func acquireError(opts *runOptions, err, cause error) error {
+	var sig signalError
+	if errors.As(cause, &sig) {
+		return exitWith(128+int(sig.s), fmt.Errorf("interrupted by %s while waiting for %q", sig.s, opts.Name))
+	}
+	if errors.Is(cause, errBackendSilent) {
+		return fmt.Errorf("acquire %q: %w", opts.Name, errBackendSilent)
+	}
+	var held *dlock.HeldError
+	if errors.As(err, &held) {
+		how := "held by"
+		if opts.Wait > 0 {
+			how = fmt.Sprintf("still held after waiting %s, by", opts.Wait)
+		}
+		return exitWith(opts.ConflictExitCode, fmt.Errorf("%q is %s %s; not running the command (exit %d)",
+			opts.Name, how, describeHolder(held.Holder), opts.ConflictExitCode))
+	}
+	return err
+}
+
+// signalError is the cause of a wait given up because of a signal.
+type signalError struct{ s syscall.Signal }
+
+func (e signalError) Error() string { return "interrupted by " + e.s.String() }
