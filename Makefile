@@ -25,7 +25,7 @@ unit:
 	$(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	$(GO) test -run '^$$' -bench '^Benchmark(Uncontended|Contended)$$' -benchtime 2000x -p 1 ./filelock ./redislock ./redlock ./pglock ./etcdlock
 
 demo:
 	$(GO) run ./cmd/dlock demo

@@ -49,6 +49,7 @@ func locker(t testing.TB, endpoints ...string) *dlock.Locker {
 	if err != nil {
 		t.Fatalf("etcdlock.New: %v", err)
 	}
+	t.Cleanup(func() { _ = l.Close() }) // before the client's (cleanups run last-in first-out)
 	return l
 }
 
