@@ -5,14 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/etcdlock"
+	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/dlockdev/dlock/internal/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -72,11 +70,19 @@ func BenchmarkUncontended(b *testing.B) {
 	for _, g := range []int{1, 16, 64} {
 		for _, im := range impls(cli, func(*testing.B) *dlock.Locker { return shared }) {
 			b.Run(fmt.Sprintf("%s/goroutines=%d", im.name, g), func(b *testing.B) {
-				fns := make([]lockFunc, g)
-				for i := range fns {
-					fns[i] = im.make(b, fmt.Sprintf("bench/%s/%d", b.Name(), i))
+				prefix := "bench/" + b.Name() + "/"
+				fns := make(map[string]lockFunc, g)
+				for i := range g {
+					name := benchwork.Name(prefix, i)
+					fns[name] = im.make(b, name)
 				}
-				runCycles(b, fns)
+				benchwork.Uncontended(b, g, prefix, func(ctx context.Context, name string) error {
+					unlock, err := fns[name](ctx)
+					if err != nil {
+						return err
+					}
+					return unlock(ctx)
+				}).ReportRate(b, "ops/s")
 			})
 		}
 	}
@@ -89,32 +95,6 @@ func newLocker(b *testing.B, cli *clientv3.Client) *dlock.Locker {
 	}
 	b.Cleanup(func() { _ = l.Close() })
 	return l
-}
-
-// runCycles spreads b.N acquire+release cycles over the goroutines.
-func runCycles(b *testing.B, fns []lockFunc) {
-	ctx := context.Background()
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for _, fn := range fns {
-		wg.Go(func() {
-			for left.Add(-1) >= 0 {
-				unlock, err := fn(ctx)
-				if err == nil {
-					err = unlock(ctx)
-				}
-				if err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
 }
 
 // BenchmarkContended: 16 goroutines on one name, each pausing 1 ms after
@@ -132,89 +112,12 @@ func BenchmarkContended(b *testing.B) {
 			for i := range fns {
 				fns[i] = im.make(b, name)
 			}
-			r := &contention{}
-			var left atomic.Int64
-			left.Store(int64(b.N))
-			counts := make([]int, workers)
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			start := time.Now()
-			for i, fn := range fns {
-				wg.Go(func() { counts[i] = r.work(b, fn, &left) })
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			r.report(b, elapsed, counts)
+			benchwork.Contended(b, workers, func(ctx context.Context, worker int) (func(context.Context) error, error) {
+				return fns[worker](ctx)
+			}).Report(b)
 		})
 	}
 }
-
-type contention struct {
-	mu       sync.Mutex
-	released time.Time // when the last holder released; zero after a grant
-	handoffs []time.Duration
-	waits    []time.Duration
-}
-
-func (r *contention) work(b *testing.B, fn lockFunc, left *atomic.Int64) int {
-	ctx := context.Background()
-	n := 0
-	for left.Add(-1) >= 0 {
-		t0 := time.Now()
-		unlock, err := fn(ctx)
-		if err != nil {
-			b.Error(err)
-			return n
-		}
-		r.granted(time.Since(t0))
-		n++
-		r.mu.Lock()
-		r.released = time.Now()
-		r.mu.Unlock()
-		if err := unlock(ctx); err != nil {
-			b.Error(err)
-			return n
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return n
-}
-
-func (r *contention) granted(wait time.Duration) {
-	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.waits = append(r.waits, wait)
-	if !r.released.IsZero() {
-		r.handoffs = append(r.handoffs, now.Sub(r.released))
-		r.released = time.Time{}
-	}
-}
-
-func (r *contention) report(b *testing.B, elapsed time.Duration, counts []int) {
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cs/s")
-	b.ReportMetric(ms(pct(r.handoffs, 50)), "handoff-p50-ms")
-	b.ReportMetric(ms(pct(r.handoffs, 99)), "handoff-p99-ms")
-	b.ReportMetric(ms(pct(r.waits, 50)), "wait-p50-ms")
-	b.ReportMetric(ms(pct(r.waits, 99)), "wait-p99-ms")
-	lo, hi := slices.Min(counts), slices.Max(counts)
-	if hi > 0 {
-		b.ReportMetric(float64(lo)/float64(hi), "fair-min/max")
-	}
-	b.ReportMetric(0, "ns/op")
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func newToken() string {
 	var b [8]byte

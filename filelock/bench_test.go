@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/benchwork"
 )
 
 // BenchmarkUncontended: acquire+release cycles on distinct names, one
@@ -41,31 +39,7 @@ func BenchmarkUncontendedSyncFull(b *testing.B) {
 }
 
 func benchUncontended(b *testing.B, goroutines int, l *dlock.Locker) {
-	ctx := context.Background()
-	var next atomic.Int64
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for i := range goroutines {
-		name := fmt.Sprintf("bench/%d", i)
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				cycle(b, ctx, l, name)
-			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
-}
-
-func cycle(b *testing.B, ctx context.Context, l *dlock.Locker, name string) {
-	ls, err := l.Acquire(ctx, name)
-	if err != nil {
-		b.Error(err)
-		return
-	}
-	if err := ls.Release(ctx); err != nil {
-		b.Error(err)
-	}
+	benchwork.Uncontended(b, goroutines, "bench/", benchwork.AcquireRelease(l)).ReportRate(b, "cycles/s")
 }
 
 // BenchmarkContended: 16 goroutines take turns on one name, pausing 1 ms
@@ -93,23 +67,15 @@ func benchContended(b *testing.B, waiters int, private, notify bool) {
 	for i := range ls {
 		ls[i] = benchLocker(b, path, private, notify, dlock.WithWait(time.Minute))
 	}
-	h := &handoffs{turns: make([]int, waiters)}
-	var next atomic.Int64
 	cpu := cpuTime()
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for i := range waiters {
-		l := ls[i]
-		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
-				h.turn(b, l, i)
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
+	c := benchwork.Contended(b, waiters, benchwork.Acquire(ls, "contended"))
 	b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/cs")
-	h.report(b)
+	c.ReportRate(b)
+	if len(c.Handoffs) == 0 {
+		return
+	}
+	c.ReportHandoffs(b)
+	c.ReportFairness(b)
 }
 
 func benchPath(b *testing.B) string { return filepath.Join(b.TempDir(), "bench.db") }
@@ -143,43 +109,4 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// handoffs records the gap between one release and the next grant.
-type handoffs struct {
-	mu       sync.Mutex
-	released time.Time
-	gaps     []time.Duration
-	turns    []int // critical sections per goroutine
-}
-
-func (h *handoffs) turn(b *testing.B, l *dlock.Locker, who int) {
-	ctx := context.Background()
-	lease, err := l.Acquire(ctx, "contended")
-	if err != nil {
-		b.Error(err)
-		return
-	}
-	h.mu.Lock()
-	if !h.released.IsZero() {
-		h.gaps = append(h.gaps, time.Since(h.released))
-	}
-	h.turns[who]++
-	h.released = time.Now()
-	h.mu.Unlock()
-	if err := lease.Release(ctx); err != nil {
-		b.Error(err)
-	}
-}
-
-func (h *handoffs) report(b *testing.B) {
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cs/s")
-	if len(h.gaps) == 0 {
-		return
-	}
-	slices.Sort(h.gaps)
-	q := func(p float64) float64 { return float64(h.gaps[int(p*float64(len(h.gaps)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(q(0.50), "handoff-p50-ms")
-	b.ReportMetric(q(0.99), "handoff-p99-ms")
-	b.ReportMetric(float64(slices.Min(h.turns))/float64(slices.Max(h.turns)), "fair-min/max")
 }

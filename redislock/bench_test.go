@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/dlockdev/dlock/internal/testserver"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -21,9 +19,6 @@ import (
 var baselineRelease = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
-
-// cycle is one uncontended acquire+release on name.
-type cycle func(ctx context.Context, name string) error
 
 // BenchmarkUncontended: acquire+release on distinct names from 1, 16 and 64
 // goroutines, for dlock and for the 1-round-trip baseline (SET NX PX, then
@@ -37,7 +32,7 @@ func BenchmarkUncontended(b *testing.B) {
 	b.Cleanup(func() { _ = fair.Close() })
 	impls := []struct {
 		name string
-		fn   cycle
+		fn   benchwork.Cycle
 	}{
 		{"dlock", dlockCycle(l)},
 		{"dlock-fair", dlockCycle(fair)},
@@ -46,7 +41,7 @@ func BenchmarkUncontended(b *testing.B) {
 	for _, g := range []int{1, 16, 64} {
 		for _, impl := range impls {
 			b.Run(fmt.Sprintf("%s/goroutines=%d", impl.name, g), func(b *testing.B) {
-				runCycles(b, g, impl.fn)
+				benchwork.Uncontended(b, g, "bench/"+b.Name()+"/", impl.fn).ReportRate(b, "ops/s")
 			})
 		}
 	}
@@ -62,14 +57,14 @@ func BenchmarkUncontendedRatio(b *testing.B) {
 	b.Cleanup(func() { _ = l.Close() })
 	for _, g := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			fns := []cycle{dlockCycle(l), baselineCycle(c)}
+			fns := []benchwork.Cycle{dlockCycle(l), baselineCycle(c)}
 			var spent [2]time.Duration
 			var done [2]int
 			for round := 0; done[0] < b.N; round++ {
 				for k := range 2 {
 					i := (round + k) % 2
 					start := time.Now()
-					cyclesOn(b, g, 500, fns[i])
+					benchwork.Run(b, 500, g, "ratio/", fns[i])
 					spent[i] += time.Since(start)
 					done[i] += 500
 				}
@@ -83,37 +78,11 @@ func BenchmarkUncontendedRatio(b *testing.B) {
 	}
 }
 
-// cyclesOn runs n cycles spread over g goroutines, each on its own name.
-func cyclesOn(b *testing.B, g, n int, fn cycle) {
-	ctx := context.Background()
-	var left atomic.Int64
-	left.Store(int64(n))
-	var wg sync.WaitGroup
-	for i := range g {
-		name := fmt.Sprintf("ratio/%d", i)
-		wg.Go(func() {
-			for left.Add(-1) >= 0 {
-				if err := fn(ctx, name); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+func dlockCycle(l *dlock.Locker) benchwork.Cycle {
+	return benchwork.AcquireRelease(l, dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false))
 }
 
-func dlockCycle(l *dlock.Locker) cycle {
-	return func(ctx context.Context, name string) error {
-		ls, err := l.Acquire(ctx, name, dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false))
-		if err != nil {
-			return err
-		}
-		return ls.Release(ctx)
-	}
-}
-
-func baselineCycle(c redis.UniversalClient) cycle {
+func baselineCycle(c redis.UniversalClient) benchwork.Cycle {
 	return func(ctx context.Context, name string) error {
 		tok := newToken()
 		ok, err := c.SetNX(ctx, "base:"+name, tok, 10*time.Second).Result()
@@ -128,29 +97,6 @@ func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// runCycles spreads b.N cycles over g goroutines, each on its own name.
-func runCycles(b *testing.B, g int, fn cycle) {
-	ctx := context.Background()
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for i := range g {
-		name := fmt.Sprintf("bench/%s/%d", b.Name(), i)
-		wg.Go(func() {
-			for left.Add(-1) >= 0 {
-				if err := fn(ctx, name); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
 }
 
 // BenchmarkContended: 16 goroutines on one name, each pausing 1 ms after
@@ -181,86 +127,6 @@ func contended(b *testing.B, c redis.UniversalClient, n int, opts ...redislock.O
 			lockers[i] = lockers[i%n]
 		}
 	}
-	r := &contention{name: "bench/contended/" + newToken()}
-	b.ResetTimer()
-	start := time.Now()
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	var wg sync.WaitGroup
-	counts := make([]int, workers)
-	for i, l := range lockers {
-		wg.Go(func() { counts[i] = r.work(b, l, &left) })
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	r.report(b, elapsed, counts)
+	benchwork.Contended(b, workers, benchwork.Acquire(lockers, "bench/contended/"+newToken(),
+		dlock.WithTTL(5*time.Second), dlock.WithWait(time.Minute))).Report(b)
 }
-
-type contention struct {
-	name string
-
-	mu       sync.Mutex
-	released time.Time // when the last holder released; zero after a grant
-	handoffs []time.Duration
-	waits    []time.Duration
-}
-
-func (r *contention) work(b *testing.B, l *dlock.Locker, left *atomic.Int64) int {
-	ctx := context.Background()
-	n := 0
-	for left.Add(-1) >= 0 {
-		t0 := time.Now()
-		ls, err := l.Acquire(ctx, r.name, dlock.WithTTL(5*time.Second), dlock.WithWait(time.Minute))
-		if err != nil {
-			b.Error(err)
-			return n
-		}
-		r.granted(time.Since(t0))
-		n++
-		r.mu.Lock()
-		r.released = time.Now()
-		r.mu.Unlock()
-		if err := ls.Release(ctx); err != nil {
-			b.Error(err)
-			return n
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return n
-}
-
-func (r *contention) granted(wait time.Duration) {
-	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.waits = append(r.waits, wait)
-	if !r.released.IsZero() {
-		r.handoffs = append(r.handoffs, now.Sub(r.released))
-		r.released = time.Time{}
-	}
-}
-
-func (r *contention) report(b *testing.B, elapsed time.Duration, counts []int) {
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cs/s")
-	b.ReportMetric(ms(pct(r.handoffs, 50)), "handoff-p50-ms")
-	b.ReportMetric(ms(pct(r.handoffs, 99)), "handoff-p99-ms")
-	b.ReportMetric(ms(pct(r.waits, 50)), "wait-p50-ms")
-	b.ReportMetric(ms(pct(r.waits, 99)), "wait-p99-ms")
-	lo, hi := slices.Min(counts), slices.Max(counts)
-	if hi > 0 {
-		b.ReportMetric(float64(lo)/float64(hi), "fair-min/max")
-	}
-	b.ReportMetric(0, "ns/op")
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -56,16 +56,8 @@ func BenchmarkUncontended(b *testing.B) {
 	}
 }
 
-type cycle func(ctx context.Context, name string) error
-
-func dlockCycle(l *dlock.Locker) cycle {
-	return func(ctx context.Context, name string) error {
-		ls, err := l.TryAcquire(ctx, name, dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false))
-		if err != nil {
-			return err
-		}
-		return ls.Release(ctx)
-	}
+func dlockCycle(l *dlock.Locker) benchwork.Cycle {
+	return benchwork.AcquireRelease(l, dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false), dlock.WithWait(0))
 }
 
 var baselineDel = redis.NewScript(`
@@ -75,7 +67,7 @@ return 0`)
 // baselineCycle is redsync's algorithm, written out: parallel SET NX PX
 // with a 50 ms timeout per node, a majority and validity check, then a
 // parallel token-checked DEL.
-func baselineCycle(cs []redis.UniversalClient) cycle {
+func baselineCycle(cs []redis.UniversalClient) benchwork.Cycle {
 	each := func(ctx context.Context, fn func(ctx context.Context, c redis.UniversalClient) bool) int {
 		var n atomic.Int64
 		var wg sync.WaitGroup
@@ -110,40 +102,13 @@ func baselineCycle(cs []redis.UniversalClient) cycle {
 	}
 }
 
-// runCycles spreads b.N cycles over g goroutines, each on its own name.
-func runCycles(b *testing.B, g int, fn cycle) {
-	ctx := context.Background()
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	lat := make([][]time.Duration, g)
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	start := time.Now()
-	for i := range g {
-		name := fmt.Sprintf("bench/%s/%s/%d", b.Name(), newBenchToken(), i)
-		wg.Go(func() {
-			for left.Add(-1) >= 0 {
-				t0 := time.Now()
-				if err := fn(ctx, name); err != nil {
-					// A node timeout on a loaded machine: counted, not fatal.
-					if failed.Add(1) <= 3 {
-						b.Log(err)
-					}
-					continue
-				}
-				lat[i] = append(lat[i], time.Since(t0))
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	all := slices.Concat(lat...)
-	b.ReportMetric(float64(b.N-int(failed.Load()))/elapsed.Seconds(), "ops/s")
-	b.ReportMetric(float64(failed.Load())/float64(b.N), "failed/op")
-	b.ReportMetric(ms(pct(all, 50)), "cycle-p50-ms")
-	b.ReportMetric(ms(pct(all, 99)), "cycle-p99-ms")
+// runCycles spreads b.N cycles over g goroutines, each on its own name; a
+// failed cycle (a node timeout on a loaded machine) is counted, not fatal.
+func runCycles(b *testing.B, g int, fn benchwork.Cycle) {
+	r := benchwork.UncontendedLossy(b, g, fmt.Sprintf("bench/%s/%s/", b.Name(), newBenchToken()), fn)
+	r.ReportRate(b, "ops/s")
+	r.ReportFailures(b)
+	r.ReportLatencies(b)
 }
 
 // BenchmarkContended: 16 goroutines on one name, each pausing 1 ms after
@@ -159,91 +124,11 @@ func BenchmarkContended(b *testing.B) {
 			for i := range lockers {
 				lockers[i] = ns.locker(b, WithFencing(mode.on))
 			}
-			r := &contention{name: "bench/contended/" + newBenchToken()}
-			var left atomic.Int64
-			left.Store(int64(b.N))
-			counts := make([]int, workers)
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			start := time.Now()
-			for i, l := range lockers {
-				wg.Go(func() { counts[i] = r.work(b, l, &left) })
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			r.report(b, elapsed, counts)
+			benchwork.Contended(b, workers, benchwork.Acquire(lockers, "bench/contended/"+newBenchToken(),
+				dlock.WithTTL(5*time.Second), dlock.WithWait(time.Minute))).Report(b)
 		})
 	}
 }
-
-type contention struct {
-	name string
-
-	mu       sync.Mutex
-	released time.Time // when the last holder released; zero after a grant
-	handoffs []time.Duration
-	waits    []time.Duration
-}
-
-func (r *contention) work(b *testing.B, l *dlock.Locker, left *atomic.Int64) int {
-	ctx := context.Background()
-	n := 0
-	for left.Add(-1) >= 0 {
-		t0 := time.Now()
-		ls, err := l.Acquire(ctx, r.name, dlock.WithTTL(5*time.Second), dlock.WithWait(time.Minute))
-		if err != nil {
-			b.Error(err)
-			return n
-		}
-		r.granted(time.Since(t0))
-		n++
-		r.mu.Lock()
-		r.released = time.Now()
-		r.mu.Unlock()
-		if err := ls.Release(ctx); err != nil {
-			b.Error(err)
-			return n
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return n
-}
-
-func (r *contention) granted(wait time.Duration) {
-	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.waits = append(r.waits, wait)
-	if !r.released.IsZero() {
-		r.handoffs = append(r.handoffs, now.Sub(r.released))
-		r.released = time.Time{}
-	}
-}
-
-func (r *contention) report(b *testing.B, elapsed time.Duration, counts []int) {
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "cs/s")
-	b.ReportMetric(ms(pct(r.handoffs, 50)), "handoff-p50-ms")
-	b.ReportMetric(ms(pct(r.handoffs, 99)), "handoff-p99-ms")
-	b.ReportMetric(ms(pct(r.waits, 50)), "wait-p50-ms")
-	b.ReportMetric(ms(pct(r.waits, 99)), "wait-p99-ms")
-	lo, hi := slices.Min(counts), slices.Max(counts)
-	if hi > 0 {
-		b.ReportMetric(float64(lo)/float64(hi), "fair-min/max")
-	}
-	b.ReportMetric(0, "ns/op")
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func newBenchToken() string {
 	var b [8]byte

@@ -20,6 +20,9 @@
 // release notifications (one subscription connection per node per
 // Locker), polling only as a fallback; contended waiters take the lock
 // through one "gate" node first so that they do not split the votes.
+// Inspect and List report a holder only when a majority of nodes agree on
+// it; ForceRelease deletes the lock on every node and raises the fence on
+// a majority above every fence granted before (see admin.go).
 //
 // # URLs
 //

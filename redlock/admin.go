@@ -1,0 +1,472 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/redis/go-redis/v9"
+)
+
+// Administration: Inspect, List and ForceRelease, under Redlock's majority
+// rule. A lock is held only where a majority of the nodes hold it, so the
+// admin calls read every node and report a holder only when a majority of
+// them store the same holder: the same token (any attempt of it), fence
+// and owner. A key on a minority of the nodes (a failed attempt's
+// leftover, or a lease that lost its majority) holds nothing. When too
+// many nodes fail to answer for the answers to decide either way, the
+// call says so with an error rather than guess.
+
+// adminKeys is the driver's key layout in the shared form: the same
+// prefix, braces and escaping as lockKey, for SCAN patterns and decoding.
+var adminKeys = redisscript.Keys{Prefix: keyPrefix}
+
+const (
+	// scanCount is the COUNT hint of each SCAN step.
+	scanCount = 500
+	// readChunk is how many lock keys one read request covers (List).
+	readChunk = 100
+)
+
+// forceSrc deletes a lock key whatever its token, wakes the waiters and
+// reads the node's fence counter, in one atomic step.
+// KEYS[1] lock key, KEYS[2] fence counter.
+// ARGV[1] release channel, ARGV[2] '1' to read the counter.
+// Returns {value or "", pttl, counter}. A missing counter (a node restarted
+// empty) reads as the seed acquire.lua would give it, the node's clock in
+// microseconds, which is above every value it can have held before.
+const forceSrc = `
+local v = redis.call('GET', KEYS[1])
+local pttl = redis.call('PTTL', KEYS[1])
+local counter = '0'
+if ARGV[2] == '1' then
+  counter = redis.call('GET', KEYS[2])
+  if not counter then
+    local t = redis.call('TIME')
+    counter = t[1] .. string.format('%06d', tonumber(t[2]))
+  end
+end
+if not v then
+  return {'', -2, counter}
+end
+redis.call('DEL', KEYS[1])
+-- The same message on every node, so that a waiter woken by one node
+-- ignores the copies from the others.
+local tok = string.match(v, '^[^/\n]*')
+redis.call('PUBLISH', ARGV[1], string.sub(redis.sha1hex('force\n' .. tok), 1, 16))
+return {v, pttl, counter}
+`
+
+var forceScript = redis.NewScript(forceSrc)
+
+// Inspect implements driver.Lister. It reads name's lock key on every node
+// in parallel (each bounded by the node timeout) and reports a holder only
+// when a majority of the nodes store the same one: same token, fence and
+// owner. Its TTL is the smallest time left among those agreeing nodes, a
+// lower bound on when the lock may be free. ok is false when no majority
+// agrees and none could (the lock is free, or only on a minority); when
+// the nodes that failed to answer could tip the balance either way, the
+// result is undecided and Inspect returns an error.
+func (d *redlock) Inspect(ctx context.Context, name string) (driver.Holder, bool, error) {
+	rs := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) ([]vote, error) {
+		return d.read(ctx, i, []string{name})
+	})
+	if err := ctx.Err(); err != nil {
+		return driver.Holder{}, false, err
+	}
+	votes := make([]vote, len(rs))
+	for i, r := range rs {
+		if r.err != nil {
+			votes[i] = vote{err: r.err}
+		} else {
+			votes[i] = r.val[0]
+		}
+	}
+	return d.majority(name, votes)
+}
+
+// List implements driver.Lister. It SCANs every node in parallel for the
+// driver's lock keys of names starting with prefix (each SCAN step bounded
+// by the node timeout), then reads those keys on every node and returns,
+// sorted by name, the locks a majority of the nodes agree on, by the same
+// rule as Inspect. It needs a majority of the nodes to answer both steps
+// (a lock held by a majority is then seen on at least one of them) and
+// fails otherwise. A name the answers cannot decide (held by some nodes,
+// too many others failed) is left out, as are locks that end between the
+// two steps.
+func (d *redlock) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
+	n, q := len(d.nodes), d.quorum
+	pattern := adminKeys.Pattern(prefix)
+	scans := each(ctx, d, 0, 0, func(ctx context.Context, i int) ([]string, error) {
+		return d.scan(ctx, i, pattern, prefix)
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	seen := map[string]int{}
+	var errs []error
+	for _, s := range scans {
+		if s.err != nil {
+			errs = append(errs, s.err)
+			continue
+		}
+		for _, name := range s.val {
+			seen[name]++
+		}
+	}
+	failed := len(errs)
+	if n-failed < q {
+		return nil, fmt.Errorf("redlock: list: %d of %d nodes scanned, %d needed: %w", n-failed, n, q, errors.Join(errs...))
+	}
+	// A name a majority holds is on at least q nodes, of which at most
+	// failed went unscanned.
+	var names []string
+	for name, c := range seen {
+		if c+failed >= q {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	slices.Sort(names)
+	reads := each(ctx, d, 0, 0, func(ctx context.Context, i int) ([]vote, error) {
+		var vs []vote
+		for chunk := range slices.Chunk(names, readChunk) {
+			c, cancel := context.WithTimeout(ctx, d.cfg.nodeTimeout)
+			v, err := d.read(c, i, chunk)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			vs = append(vs, v...)
+		}
+		return vs, nil
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	errs = errs[:0]
+	for _, r := range reads {
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	if n-len(errs) < q {
+		return nil, fmt.Errorf("redlock: list: %d of %d nodes read, %d needed: %w", n-len(errs), n, q, errors.Join(errs...))
+	}
+	var hs []driver.Holder
+	votes := make([]vote, n)
+	for j, name := range names {
+		for i, r := range reads {
+			if r.err != nil {
+				votes[i] = vote{err: r.err}
+			} else {
+				votes[i] = r.val[j]
+			}
+		}
+		if h, ok, err := d.majority(name, votes); err == nil && ok {
+			hs = append(hs, h)
+		}
+	}
+	return hs, nil
+}
+
+// ForceRelease implements driver.ForceReleaser. Step 1 deletes name's lock
+// key on every node in parallel, whatever its token, waking the waiters,
+// and reads each node's fence counter in the same atomic step. It must
+// reach a majority of the nodes: the lock is then free, as no holder can
+// keep a majority (the evicted holder's next Refresh fails). The evicted
+// holder is the one a majority of the nodes agreed on (the rule of
+// Inspect); ok is false when no majority did.
+//
+// Step 2 (when fencing) writes newFence = 1 + the highest counter step 1
+// read to every node, never lowering a counter, and must reach a majority
+// too, or ForceRelease fails (the lock stays deleted). Any fence granted
+// before was recorded in the counters of a majority, which shares a node
+// with step 1's majority: newFence is above it. Any grant after needs a
+// majority, which shares a node with step 2's majority, where phase 1
+// increments a counter of at least newFence: the next fence is above
+// newFence. With fencing off (WithFencing(false)) only step 1 runs and
+// newFence is 0.
+func (d *redlock) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
+	n, q := len(d.nodes), d.quorum
+	keys := []string{lockKey(name), fenceKey(name)}
+	fencing := "0"
+	if d.cfg.fencing {
+		fencing = "1"
+	}
+	rs := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) (forced, error) {
+		res, err := forceScript.Run(ctx, d.nodes[i].client, keys, channelOf(name), fencing).Slice()
+		if err != nil {
+			return forced{}, err
+		}
+		return parseForce(res)
+	})
+	if err := ctx.Err(); err != nil {
+		return driver.Holder{}, false, 0, err
+	}
+	votes := make([]vote, n)
+	var errs []error
+	var top uint64
+	for i, r := range rs {
+		if r.err != nil {
+			votes[i] = vote{err: r.err}
+			errs = append(errs, r.err)
+			continue
+		}
+		votes[i] = r.val.vote
+		top = max(top, r.val.counter)
+	}
+	if n-len(errs) < q {
+		return driver.Holder{}, false, 0, fmt.Errorf("redlock: force-release deleted the lock on %d of %d nodes, %d needed: %w", n-len(errs), n, q, errors.Join(errs...))
+	}
+	h, ok, err := d.majority(name, votes)
+	if err != nil {
+		h, ok = driver.Holder{}, false
+	}
+	if !d.cfg.fencing {
+		return h, ok, 0, nil
+	}
+	fence := top + 1
+	ws := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) (int64, error) {
+		return raiseScript.Run(ctx, d.nodes[i].client, keys, "", fence, "counter").Int64()
+	})
+	if err := ctx.Err(); err != nil {
+		return driver.Holder{}, false, 0, err
+	}
+	errs = errs[:0]
+	for _, w := range ws {
+		if w.err != nil {
+			errs = append(errs, w.err)
+		}
+	}
+	if n-len(errs) < q {
+		return driver.Holder{}, false, 0, fmt.Errorf("redlock: force-release deleted the lock but wrote the new fence %d to %d of %d nodes, %d needed: %w", fence, n-len(errs), n, q, errors.Join(errs...))
+	}
+	return h, ok, fence, nil
+}
+
+// forced is one node's answer to the force script: the lock it deleted
+// and its fence counter.
+type forced struct {
+	vote
+	counter uint64
+}
+
+// parseForce reads the force script's {value, pttl, counter}.
+func parseForce(res []any) (forced, error) {
+	var out forced
+	if len(res) != 3 {
+		return out, fmt.Errorf("unexpected reply %v to the force-release script", res)
+	}
+	raw, _ := res[0].(string)
+	pttl, _ := res[1].(int64)
+	cs, _ := res[2].(string)
+	c, err := strconv.ParseUint(cs, 10, 64)
+	if err != nil {
+		return out, fmt.Errorf("unexpected fence counter %q in the force-release reply", cs)
+	}
+	out.vote = vote{present: raw != "", raw: raw, pttl: pttl}
+	out.counter = c
+	return out, nil
+}
+
+// vote is what one node says about one lock.
+type vote struct {
+	present bool   // the lock key exists
+	raw     string // its value, "token/attempt\nfence\nowner"
+	pttl    int64  // its PTTL in ms (-1: no expiry)
+	err     error  // the node failed to answer
+}
+
+// read returns the lock keys of names on node i, each value with its PTTL
+// read in the same MULTI/EXEC.
+func (d *redlock) read(ctx context.Context, i int, names []string) ([]vote, error) {
+	gets := make([]*redis.StringCmd, len(names))
+	ttls := make([]*redis.Cmd, len(names))
+	_, err := d.nodes[i].client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for j, name := range names {
+			gets[j] = p.Get(ctx, lockKey(name))
+			ttls[j] = p.Do(ctx, "PTTL", lockKey(name))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	vs := make([]vote, len(names))
+	for j := range names {
+		v, err := gets[j].Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		pttl, err := ttls[j].Int64()
+		if err != nil {
+			return nil, err
+		}
+		vs[j] = vote{present: true, raw: v, pttl: pttl}
+	}
+	return vs, nil
+}
+
+// scan returns the names of the locks on node i that start with prefix,
+// each once.
+func (d *redlock) scan(ctx context.Context, i int, pattern, prefix string) ([]string, error) {
+	var names []string
+	seen := map[string]bool{}
+	var cursor uint64
+	for {
+		c, cancel := context.WithTimeout(ctx, d.cfg.nodeTimeout)
+		keys, next, err := d.nodes[i].client.Scan(c, cursor, pattern, scanCount).Result()
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			if name, ok := adminKeys.Name(k); ok && strings.HasPrefix(name, prefix) && !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		}
+		if next == 0 {
+			return names, nil
+		}
+		cursor = next
+	}
+}
+
+// majority applies the majority rule to the nodes' votes on name: the
+// holder a majority of the nodes store (same token, any attempt of it,
+// same fence and owner), with the smallest TTL among them; ok false when
+// no holder has a majority and none could have one; an error when the
+// nodes that failed could tip the balance, or when the majority's value is
+// not in the driver's format.
+func (d *redlock) majority(name string, votes []vote) (driver.Holder, bool, error) {
+	n, q := len(d.nodes), d.quorum
+	type group struct {
+		h     driver.Holder
+		count int
+		err   error
+	}
+	groups := map[string]*group{}
+	var best *group
+	var errs []error
+	for _, v := range votes {
+		if v.err != nil {
+			errs = append(errs, v.err)
+			continue
+		}
+		if !v.present {
+			continue
+		}
+		key := "\x00" + v.raw // an unparsable value agrees only with itself
+		val, perr := redisscript.ParseValue(v.raw)
+		if perr == nil {
+			val.Token, _, _ = strings.Cut(val.Token, "/")
+			key = val.String()
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{h: driver.Holder{Name: name, Owner: val.Owner, Fence: val.Fence, TTL: -1}, err: perr}
+			groups[key] = g
+		}
+		g.count++
+		if v.pttl >= 0 {
+			ttl := time.Duration(v.pttl) * time.Millisecond
+			if g.h.TTL < 0 || ttl < g.h.TTL {
+				g.h.TTL = ttl
+			}
+		}
+		if best == nil || g.count > best.count {
+			best = g
+		}
+	}
+	agree := 0
+	if best != nil {
+		agree = best.count
+	}
+	switch {
+	case agree >= q && best.err != nil:
+		return driver.Holder{}, false, fmt.Errorf("redlock: lock %q: %w", name, best.err)
+	case agree >= q:
+		return best.h, true, nil
+	case agree+len(errs) >= q:
+		return driver.Holder{}, false, fmt.Errorf("redlock: lock %q: %d of %d nodes agree on a holder and %d failed to answer, %d needed to tell whether it is held: %w",
+			name, agree, n, len(errs), q, errors.Join(errs...))
+	}
+	return driver.Holder{}, false, nil
+}
+
+// answer is one node's reply to a request of each.
+type answer[T any] struct {
+	val T
+	err error
+}
+
+// each runs op on every node in parallel and returns the answers by node.
+// When timeout is positive, each call gets a context bounded by it; when
+// wait is positive, each returns after at most wait (twice the node
+// timeout, as ask does, so that a busy scheduler starting the requests
+// late does not fail them), the nodes still unheard from reporting
+// errNodeTimeout and finishing in the background. It also returns when ctx
+// is done; the caller then returns ctx's error.
+func each[T any](ctx context.Context, d *redlock, timeout, wait time.Duration, op func(ctx context.Context, i int) (T, error)) []answer[T] {
+	type indexed struct {
+		i int
+		a answer[T]
+	}
+	n := len(d.nodes)
+	ch := make(chan indexed, n)
+	d.bg.Add(n)
+	for i := range n {
+		go func() {
+			defer d.bg.Done()
+			c, cancel := ctx, context.CancelFunc(func() {})
+			if timeout > 0 {
+				c, cancel = context.WithTimeout(ctx, timeout)
+			}
+			defer cancel()
+			v, err := op(c, i)
+			if err != nil {
+				err = d.nodeErr(i, err)
+			}
+			ch <- indexed{i, answer[T]{v, err}}
+		}()
+	}
+	out := make([]answer[T], n)
+	for i := range out {
+		out[i].err = d.nodeErr(i, errNodeTimeout)
+	}
+	var expired <-chan time.Time
+	if wait > 0 {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		expired = timer.C
+	}
+	for range n {
+		select {
+		case r := <-ch:
+			out[r.i] = r.a
+		case <-expired:
+			return out
+		case <-ctx.Done():
+			return out
+		}
+	}
+	return out
+}
+
+var _ interface {
+	driver.Lister
+	driver.ForceReleaser
+} = (*redlock)(nil)
