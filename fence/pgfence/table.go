@@ -1,15 +1,14 @@
 package pgfence
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
-	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/fence"
+	"github.com/dlockdev/dlock/fence/internal/fencesql"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -32,48 +31,11 @@ type Table struct {
 type Values map[string]any
 
 // stmt holds the quoted pieces of one write.
-type stmt struct {
-	table, key, fence string
-	cols              []string // quoted, sorted by name
-	args              []any    // $1 key, $2 fence, then the values
-}
-
 func (t Table) prepare(key any, f uint64, set Values) (stmt, error) {
-	if err := fence.Valid(f, fence.MaxSQL); err != nil {
-		return stmt{}, err
-	}
-	var s stmt
-	var err error
-	if s.table, err = ident(t.Name); err != nil {
-		return stmt{}, err
-	}
-	if s.key, err = ident(t.Key); err != nil {
-		return stmt{}, err
-	}
-	if s.fence, err = ident(cmpOr(t.Fence, DefaultFenceColumn)); err != nil {
-		return stmt{}, err
-	}
-	s.args = []any{key, int64(f)}
-	for _, name := range slices.Sorted(maps.Keys(set)) {
-		q, err := ident(name)
-		if err != nil {
-			return stmt{}, err
-		}
-		if q == s.key || q == s.fence {
-			return stmt{}, fmt.Errorf("%w: column %q is the key or fence column; it cannot be set", dlock.ErrInvalidArgument, name)
-		}
-		s.cols = append(s.cols, q)
-		s.args = append(s.args, set[name])
-	}
-	return s, nil
+	return fencesql.Prepare(ident, t.Name, t.Key, cmp.Or(t.Fence, DefaultFenceColumn), key, f, set)
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
+type stmt = fencesql.Stmt
 
 // Update sets the columns in set on the row whose key column equals key,
 // and its fence column to f, if the row's fence is not higher than f; one
@@ -84,13 +46,13 @@ func (t Table) Update(ctx context.Context, q Querier, key any, f uint64, set Val
 	if err != nil {
 		return err
 	}
-	assign := []string{s.fence + " = $2"}
-	for i, c := range s.cols {
+	assign := []string{s.Fence + " = $2"}
+	for i, c := range s.Cols {
 		assign = append(assign, fmt.Sprintf("%s = $%d", c, i+3))
 	}
 	sql := fmt.Sprintf("UPDATE %s SET %s WHERE %s = $1 AND %s <= $2",
-		s.table, strings.Join(assign, ", "), s.key, s.fence)
-	tag, err := q.Exec(ctx, sql, s.args...)
+		s.Table, strings.Join(assign, ", "), s.Key, s.Fence)
+	tag, err := q.Exec(ctx, sql, s.Args...)
 	if err != nil {
 		return MapError(err)
 	}
@@ -109,7 +71,7 @@ func (t Table) Upsert(ctx context.Context, q Querier, key any, f uint64, set Val
 	if err != nil {
 		return err
 	}
-	cols := append([]string{s.key, s.fence}, s.cols...)
+	cols := append([]string{s.Key, s.Fence}, s.Cols...)
 	params := make([]string, len(cols))
 	assign := make([]string, 0, len(cols)-1)
 	for i, c := range cols {
@@ -119,9 +81,9 @@ func (t Table) Upsert(ctx context.Context, q Querier, key any, f uint64, set Val
 		}
 	}
 	sql := fmt.Sprintf("INSERT INTO %s AS t (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s WHERE t.%s <= EXCLUDED.%s",
-		s.table, strings.Join(cols, ", "), strings.Join(params, ", "), s.key,
-		strings.Join(assign, ", "), s.fence, s.fence)
-	tag, err := q.Exec(ctx, sql, s.args...)
+		s.Table, strings.Join(cols, ", "), strings.Join(params, ", "), s.Key,
+		strings.Join(assign, ", "), s.Fence, s.Fence)
+	tag, err := q.Exec(ctx, sql, s.Args...)
 	if err != nil {
 		return MapError(err)
 	}
@@ -135,7 +97,7 @@ func (t Table) Upsert(ctx context.Context, q Querier, key any, f uint64, set Val
 // current fence (a fresh snapshot under READ COMMITTED) to say why.
 func (t Table) rejected(ctx context.Context, q Querier, s stmt, key any, f uint64) error {
 	var cur int64
-	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", s.fence, s.table, s.key)
+	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", s.Fence, s.Table, s.Key)
 	err := q.QueryRow(ctx, sql, key).Scan(&cur)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("pgfence: %s: no row with %s = %v: %w", t.Name, t.Key, key, pgx.ErrNoRows)
@@ -153,6 +115,6 @@ func (t Table) Current(ctx context.Context, q Querier, key any) (uint64, error) 
 		return 0, err
 	}
 	var cur int64
-	err = q.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", s.fence, s.table, s.key), key).Scan(&cur)
+	err = q.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", s.Fence, s.Table, s.Key), key).Scan(&cur)
 	return uint64(cur), err
 }

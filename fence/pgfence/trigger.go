@@ -1,6 +1,7 @@
 package pgfence
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +50,7 @@ func InstallTrigger(ctx context.Context, q Querier, table, fenceColumn string) e
 	if err != nil {
 		return err
 	}
-	col := cmpOr(fenceColumn, DefaultFenceColumn)
+	col := cmp.Or(fenceColumn, DefaultFenceColumn)
 	if _, err := ident(col); err != nil {
 		return err
 	}

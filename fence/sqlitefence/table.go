@@ -1,16 +1,16 @@
 package sqlitefence
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/fence"
+	"github.com/dlockdev/dlock/fence/internal/fencesql"
 )
 
 // DB is the part of database/sql this package uses; *sql.DB, *sql.Tx and
@@ -38,12 +38,6 @@ type Table struct {
 // Values are the columns a fenced write sets, by column name.
 type Values map[string]any
 
-type stmt struct {
-	table, key, fence string
-	cols              []string
-	args              []any // key, fence, then the values
-}
-
 func ident(name string) (string, error) {
 	if name == "" || strings.ContainsRune(name, 0) {
 		return "", fmt.Errorf("%w: SQL identifier %q", dlock.ErrInvalidArgument, name)
@@ -52,41 +46,10 @@ func ident(name string) (string, error) {
 }
 
 func (t Table) prepare(key any, f uint64, set Values) (stmt, error) {
-	if err := fence.Valid(f, fence.MaxSQL); err != nil {
-		return stmt{}, err
-	}
-	var s stmt
-	var err error
-	if s.table, err = ident(t.Name); err != nil {
-		return stmt{}, err
-	}
-	if s.key, err = ident(t.Key); err != nil {
-		return stmt{}, err
-	}
-	if s.fence, err = ident(cmpOr(t.Fence, DefaultFenceColumn)); err != nil {
-		return stmt{}, err
-	}
-	s.args = []any{key, int64(f)}
-	for _, name := range slices.Sorted(maps.Keys(set)) {
-		q, err := ident(name)
-		if err != nil {
-			return stmt{}, err
-		}
-		if q == s.key || q == s.fence {
-			return stmt{}, fmt.Errorf("%w: column %q is the key or fence column; it cannot be set", dlock.ErrInvalidArgument, name)
-		}
-		s.cols = append(s.cols, q)
-		s.args = append(s.args, set[name])
-	}
-	return s, nil
+	return fencesql.Prepare(ident, t.Name, t.Key, cmp.Or(t.Fence, DefaultFenceColumn), key, f, set)
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
+type stmt = fencesql.Stmt
 
 // Update sets the columns in set, and the fence column to f, on key's row
 // if its fence is not higher than f; one statement. A higher fence yields
@@ -96,12 +59,12 @@ func (t Table) Update(ctx context.Context, db DB, key any, f uint64, set Values)
 	if err != nil {
 		return err
 	}
-	assign := []string{s.fence + " = ?2"}
-	for i, c := range s.cols {
+	assign := []string{s.Fence + " = ?2"}
+	for i, c := range s.Cols {
 		assign = append(assign, fmt.Sprintf("%s = ?%d", c, i+3))
 	}
 	q := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?1 AND %s <= ?2",
-		s.table, strings.Join(assign, ", "), s.key, s.fence)
+		s.Table, strings.Join(assign, ", "), s.Key, s.Fence)
 	return t.finish(ctx, db, s, key, f, q)
 }
 
@@ -112,7 +75,7 @@ func (t Table) Upsert(ctx context.Context, db DB, key any, f uint64, set Values)
 	if err != nil {
 		return err
 	}
-	cols := append([]string{s.key, s.fence}, s.cols...)
+	cols := append([]string{s.Key, s.Fence}, s.Cols...)
 	params := make([]string, len(cols))
 	assign := make([]string, 0, len(cols)-1)
 	for i, c := range cols {
@@ -122,13 +85,13 @@ func (t Table) Upsert(ctx context.Context, db DB, key any, f uint64, set Values)
 		}
 	}
 	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s WHERE %s.%s <= excluded.%s",
-		s.table, strings.Join(cols, ", "), strings.Join(params, ", "), s.key,
-		strings.Join(assign, ", "), s.table, s.fence, s.fence)
+		s.Table, strings.Join(cols, ", "), strings.Join(params, ", "), s.Key,
+		strings.Join(assign, ", "), s.Table, s.Fence, s.Fence)
 	return t.finish(ctx, db, s, key, f, q)
 }
 
 func (t Table) finish(ctx context.Context, db DB, s stmt, key any, f uint64, q string) error {
-	res, err := db.ExecContext(ctx, q, s.args...)
+	res, err := db.ExecContext(ctx, q, s.Args...)
 	if err != nil {
 		return MapError(err)
 	}
@@ -136,7 +99,7 @@ func (t Table) finish(ctx context.Context, db DB, s stmt, key any, f uint64, q s
 		return nil
 	}
 	var cur int64
-	err = db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?1", s.fence, s.table, s.key), key).Scan(&cur)
+	err = db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?1", s.Fence, s.Table, s.Key), key).Scan(&cur)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("sqlitefence: %s: no row with %s = %v: %w", t.Name, t.Key, key, sql.ErrNoRows)
 	}
@@ -153,6 +116,6 @@ func (t Table) Current(ctx context.Context, db DB, key any) (uint64, error) {
 		return 0, err
 	}
 	var cur int64
-	err = db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?1", s.fence, s.table, s.key), key).Scan(&cur)
+	err = db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?1", s.Fence, s.Table, s.Key), key).Scan(&cur)
 	return uint64(cur), err
 }

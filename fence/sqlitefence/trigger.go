@@ -1,6 +1,7 @@
 package sqlitefence
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -24,7 +25,7 @@ func InstallTrigger(ctx context.Context, db DB, table, fenceColumn string) error
 	if err != nil {
 		return err
 	}
-	col, err := ident(cmpOr(fenceColumn, DefaultFenceColumn))
+	col, err := ident(cmp.Or(fenceColumn, DefaultFenceColumn))
 	if err != nil {
 		return err
 	}
