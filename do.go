@@ -31,12 +31,10 @@ func Do(ctx context.Context, l *Locker, name string, fn func(ctx context.Context
 	lostErr := lease.Err()
 	relErr := lease.Release(ctx)
 	switch {
-	case lostErr != nil && errors.Is(lostErr, ErrLost):
+	case errors.Is(lostErr, ErrLost):
 		return errors.Join(fnErr, lostErr)
 	case fnErr != nil:
 		return fnErr
-	case errors.Is(relErr, ErrLost):
-		return relErr
 	}
 	return relErr
 }
