@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/internal/fencesql"
@@ -30,7 +29,7 @@ type Table struct {
 // Values are the columns a fenced write sets, by column name.
 type Values map[string]any
 
-// stmt holds the quoted pieces of one write.
+// prepare validates and quotes the pieces of one write.
 func (t Table) prepare(key any, f uint64, set Values) (stmt, error) {
 	return fencesql.Prepare(ident, t.Name, t.Key, cmp.Or(t.Fence, DefaultFenceColumn), key, f, set)
 }
@@ -46,12 +45,7 @@ func (t Table) Update(ctx context.Context, q Querier, key any, f uint64, set Val
 	if err != nil {
 		return err
 	}
-	assign := []string{s.Fence + " = $2"}
-	for i, c := range s.Cols {
-		assign = append(assign, fmt.Sprintf("%s = $%d", c, i+3))
-	}
-	sql := fmt.Sprintf("UPDATE %s SET %s WHERE %s = $1 AND %s <= $2",
-		s.Table, strings.Join(assign, ", "), s.Key, s.Fence)
+	sql := s.UpdateSQL("$")
 	tag, err := q.Exec(ctx, sql, s.Args...)
 	if err != nil {
 		return MapError(err)
@@ -71,18 +65,7 @@ func (t Table) Upsert(ctx context.Context, q Querier, key any, f uint64, set Val
 	if err != nil {
 		return err
 	}
-	cols := append([]string{s.Key, s.Fence}, s.Cols...)
-	params := make([]string, len(cols))
-	assign := make([]string, 0, len(cols)-1)
-	for i, c := range cols {
-		params[i] = fmt.Sprintf("$%d", i+1)
-		if i > 0 {
-			assign = append(assign, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
-		}
-	}
-	sql := fmt.Sprintf("INSERT INTO %s AS t (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s WHERE t.%s <= EXCLUDED.%s",
-		s.Table, strings.Join(cols, ", "), strings.Join(params, ", "), s.Key,
-		strings.Join(assign, ", "), s.Fence, s.Fence)
+	sql := s.UpsertSQL("$")
 	tag, err := q.Exec(ctx, sql, s.Args...)
 	if err != nil {
 		return MapError(err)

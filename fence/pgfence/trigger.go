@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/dlockdev/dlock/fence"
+	"github.com/dlockdev/dlock/fence/internal/fencesql"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -86,24 +86,8 @@ func MapError(err error) error {
 	if !errors.As(err, &pe) || pe.Code != SQLState {
 		return err
 	}
-	se := staleFromDetail(pe.Detail)
+	se := fencesql.ParseDetail(pe.Detail)
 	return &triggerError{stale: se, pg: err}
-}
-
-func staleFromDetail(detail string) *fence.StaleError {
-	se := &fence.StaleError{}
-	for _, field := range strings.Fields(detail) {
-		k, v, _ := strings.Cut(field, "=")
-		switch k {
-		case "offered":
-			se.Offered, _ = strconv.ParseUint(v, 10, 64)
-		case "current":
-			se.Current, _ = strconv.ParseUint(v, 10, 64)
-		case "table":
-			se.Key = v
-		}
-	}
-	return se
 }
 
 // triggerError is a trigger rejection: it reads as the StaleError, and

@@ -45,6 +45,7 @@ func ident(name string) (string, error) {
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`, nil
 }
 
+// prepare validates and quotes the pieces of one write.
 func (t Table) prepare(key any, f uint64, set Values) (stmt, error) {
 	return fencesql.Prepare(ident, t.Name, t.Key, cmp.Or(t.Fence, DefaultFenceColumn), key, f, set)
 }
@@ -59,12 +60,7 @@ func (t Table) Update(ctx context.Context, db DB, key any, f uint64, set Values)
 	if err != nil {
 		return err
 	}
-	assign := []string{s.Fence + " = ?2"}
-	for i, c := range s.Cols {
-		assign = append(assign, fmt.Sprintf("%s = ?%d", c, i+3))
-	}
-	q := fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?1 AND %s <= ?2",
-		s.Table, strings.Join(assign, ", "), s.Key, s.Fence)
+	q := s.UpdateSQL("?")
 	return t.finish(ctx, db, s, key, f, q)
 }
 
@@ -75,18 +71,7 @@ func (t Table) Upsert(ctx context.Context, db DB, key any, f uint64, set Values)
 	if err != nil {
 		return err
 	}
-	cols := append([]string{s.Key, s.Fence}, s.Cols...)
-	params := make([]string, len(cols))
-	assign := make([]string, 0, len(cols)-1)
-	for i, c := range cols {
-		params[i] = fmt.Sprintf("?%d", i+1)
-		if i > 0 {
-			assign = append(assign, fmt.Sprintf("%s = excluded.%s", c, c))
-		}
-	}
-	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s WHERE %s.%s <= excluded.%s",
-		s.Table, strings.Join(cols, ", "), strings.Join(params, ", "), s.Key,
-		strings.Join(assign, ", "), s.Table, s.Fence, s.Fence)
+	q := s.UpsertSQL("?")
 	return t.finish(ctx, db, s, key, f, q)
 }
 

@@ -4,10 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/dlockdev/dlock/fence"
+	"github.com/dlockdev/dlock/fence/internal/fencesql"
 )
 
 // TriggerMessage starts the message of the trigger's RAISE(ABORT, ...),
@@ -52,18 +52,7 @@ func MapError(err error) error {
 	if !ok {
 		return err
 	}
-	se := &fence.StaleError{}
-	for _, field := range strings.Fields(detail) {
-		k, v, _ := strings.Cut(field, "=")
-		switch k {
-		case "offered":
-			se.Offered, _ = strconv.ParseUint(v, 10, 64)
-		case "current":
-			se.Current, _ = strconv.ParseUint(v, 10, 64)
-		case "table":
-			se.Key = v
-		}
-	}
+	se := fencesql.ParseDetail(detail)
 	return &triggerError{stale: se, cause: err}
 }
 

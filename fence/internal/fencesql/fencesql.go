@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/fence"
@@ -52,4 +54,51 @@ func Prepare(quote func(string) (string, error), table, key, fenceCol string, k 
 		s.Args = append(s.Args, set[name])
 	}
 	return s, nil
+}
+
+// UpdateSQL is the fenced UPDATE: it sets the fence and Cols on the key's
+// row only where the stored fence is not higher. ph is the dialect's
+// placeholder prefix ("$" for Postgres, "?" for SQLite, both numbered).
+func (s Stmt) UpdateSQL(ph string) string {
+	assign := []string{fmt.Sprintf("%s = %s2", s.Fence, ph)}
+	for i, c := range s.Cols {
+		assign = append(assign, fmt.Sprintf("%s = %s%d", c, ph, i+3))
+	}
+	return fmt.Sprintf("UPDATE %s SET %s WHERE %s = %s1 AND %s <= %s2",
+		s.Table, strings.Join(assign, ", "), s.Key, ph, s.Fence, ph)
+}
+
+// UpsertSQL is the fenced INSERT ... ON CONFLICT DO UPDATE: an existing
+// row is overwritten only where its fence is not higher.
+func (s Stmt) UpsertSQL(ph string) string {
+	cols := append([]string{s.Key, s.Fence}, s.Cols...)
+	params := make([]string, len(cols))
+	assign := make([]string, 0, len(cols)-1)
+	for i, c := range cols {
+		params[i] = fmt.Sprintf("%s%d", ph, i+1)
+		if i > 0 {
+			assign = append(assign, fmt.Sprintf("%s = EXCLUDED.%s", c, c))
+		}
+	}
+	return fmt.Sprintf("INSERT INTO %s AS t (%s) VALUES (%s) ON CONFLICT (%s) DO UPDATE SET %s WHERE t.%s <= EXCLUDED.%s",
+		s.Table, strings.Join(cols, ", "), strings.Join(params, ", "), s.Key,
+		strings.Join(assign, ", "), s.Fence, s.Fence)
+}
+
+// ParseDetail reads the "offered=N current=M table=T" fields that both
+// packages' triggers put in their error into a *fence.StaleError.
+func ParseDetail(detail string) *fence.StaleError {
+	se := &fence.StaleError{}
+	for _, field := range strings.Fields(detail) {
+		k, v, _ := strings.Cut(field, "=")
+		switch k {
+		case "offered":
+			se.Offered, _ = strconv.ParseUint(v, 10, 64)
+		case "current":
+			se.Current, _ = strconv.ParseUint(v, 10, 64)
+		case "table":
+			se.Key = v
+		}
+	}
+	return se
 }
