@@ -187,3 +187,57 @@ type Describer interface {
 // dlock.Register. The URL has already been parsed; secrets in it must never
 // appear in returned errors.
 type Opener func(ctx context.Context, url string) (Driver, error)
+
+// ReleaseItem is one lease in a batched release.
+type ReleaseItem struct {
+	Name  string
+	Token string
+}
+
+// BatchReleaser is implemented by backends that can release many leases in
+// one round trip (Locker.Close, ReleaseAll). results[i] is the outcome for
+// items[i] (nil, or ErrNotHeld or a variant); err is a transport failure
+// for the whole batch. Without it, the portable layer releases one by one,
+// concurrently.
+type BatchReleaser interface {
+	ReleaseBatch(ctx context.Context, items []ReleaseItem) (results []error, err error)
+}
+
+// Verdict grades one Finding of a Diagnoser.
+type Verdict string
+
+// Verdicts, from harmless to unsafe.
+const (
+	// VerdictOK: the check passed.
+	VerdictOK Verdict = "ok"
+	// VerdictWarn: legal, but weaker than it looks or a trap for later
+	// (say what breaks and when).
+	VerdictWarn Verdict = "warn"
+	// VerdictUnsafe: a lock or fencing guarantee does not hold as
+	// configured (a restart can lose or reuse fences, a lock key can be
+	// evicted, a pooling proxy breaks session-bound locks).
+	VerdictUnsafe Verdict = "unsafe"
+)
+
+// Finding is one line of a deployment check: what was checked, the
+// verdict, what was seen, and the fix.
+type Finding struct {
+	// Check names what was checked, e.g. "redis persistence".
+	Check string `json:"check"`
+	// Verdict is ok, warn or unsafe.
+	Verdict Verdict `json:"verdict"`
+	// Detail is what the backend reported, e.g. "appendonly no, save ''".
+	Detail string `json:"detail"`
+	// Fix says what to change when the verdict is not ok.
+	Fix string `json:"fix,omitempty"`
+}
+
+// Diagnoser is implemented by backends that can check their deployment
+// against the traps of distributed locking (`dlock doctor`): persistence,
+// eviction, replication, commit settings, pooling proxies, schema, member
+// health. Diagnose only reads; it never changes the backend. A check that
+// cannot run (permission denied) is a Finding with VerdictWarn saying so,
+// not an error; err is for an unreachable backend.
+type Diagnoser interface {
+	Diagnose(ctx context.Context) ([]Finding, error)
+}
