@@ -54,10 +54,14 @@ type PostgresServer struct {
 	Password string
 
 	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{}
+	bin    string
+	cred   *syscall.Credential
 	dbSeq  atomic.Int64
 	once   sync.Once
+
+	mu     sync.Mutex // guards cmd and exited, which Restart replaces
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // pgShared is the one server a test binary shares between tests: starting
@@ -136,6 +140,7 @@ func (s *PostgresServer) start(t testing.TB, initdb, postgres string) error {
 		return err
 	}
 	s.Port = FreePort(t)
+	s.bin, s.cred = postgres, cred
 	if err := s.spawn(postgres, cred); err != nil {
 		return err
 	}
@@ -194,21 +199,25 @@ func (s *PostgresServer) spawn(bin string, cred *syscall.Credential) error {
 		return err
 	}
 	defer logf.Close()
-	s.cmd = exec.Command(bin, "-D", filepath.Join(s.dir, "data"),
+	cmd := exec.Command(bin, "-D", filepath.Join(s.dir, "data"),
 		"-p", strconv.Itoa(s.Port), "-h", "127.0.0.1", "-k", s.dir,
 		"-c", "fsync=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=500", "-c", "shared_buffers=64MB")
-	s.cmd.Dir = s.dir
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
 	// Pdeathsig stops the server should the test binary die without
 	// running its cleanups; SIGQUIT is PostgreSQL's immediate shutdown.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	if err := cmd.Start(); err != nil {
 		return err
 	}
+	exited := make(chan struct{})
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
 	go func() {
-		_ = s.cmd.Wait()
-		close(s.exited)
+		_ = cmd.Wait()
+		close(exited)
 	}()
 	return nil
 }
@@ -290,8 +299,9 @@ func (s *PostgresServer) Log() string {
 }
 
 func (s *PostgresServer) stopped() bool {
+	_, exited := s.process()
 	select {
-	case <-s.exited:
+	case <-exited:
 		return true
 	default:
 		return false
@@ -303,7 +313,7 @@ func (s *PostgresServer) stopped() bool {
 // directory. It is idempotent.
 func (s *PostgresServer) Stop() {
 	s.once.Do(func() {
-		if s.cmd != nil && s.cmd.Process != nil {
+		if cmd, _ := s.process(); cmd != nil && cmd.Process != nil {
 			s.signalAndWait()
 		}
 		if s.dir != "" {
@@ -313,16 +323,23 @@ func (s *PostgresServer) Stop() {
 }
 
 func (s *PostgresServer) signalAndWait() {
-	_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+	cmd, exited := s.process()
+	_ = cmd.Process.Signal(syscall.SIGQUIT)
 	select {
-	case <-s.exited:
+	case <-exited:
 		return
 	case <-time.After(10 * time.Second):
 	}
 	// SIGKILL the whole process group: a killed postmaster leaves its
 	// backends running.
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.exited
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
+}
+
+func (s *PostgresServer) process() (*exec.Cmd, chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd, s.exited
 }
 
 func pgRandomHex(n int) string {

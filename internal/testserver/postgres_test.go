@@ -47,3 +47,18 @@ func TestPostgresStop(t *testing.T) {
 		t.Fatal("ping succeeded after Stop")
 	}
 }
+
+func TestPostgresKillRestart(t *testing.T) {
+	srv := NewPostgres(t)
+	if err := srv.exec("CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	if err := srv.ping(); err == nil {
+		t.Fatal("ping succeeded after Kill")
+	}
+	srv.Restart(t)
+	if err := srv.exec("SELECT v FROM kept"); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+}
