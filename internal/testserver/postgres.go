@@ -53,11 +53,11 @@ type PostgresServer struct {
 	// Password is what AuthURL's role must give.
 	Password string
 
-	dir    string
-	bin    string
-	cred   *syscall.Credential
-	dbSeq  atomic.Int64
-	once   sync.Once
+	dir   string
+	bin   string
+	cred  *syscall.Credential
+	dbSeq atomic.Int64
+	once  sync.Once
 
 	mu     sync.Mutex // guards cmd and exited, which Restart replaces
 	cmd    *exec.Cmd
