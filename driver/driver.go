@@ -241,3 +241,24 @@ type Finding struct {
 type Diagnoser interface {
 	Diagnose(ctx context.Context) ([]Finding, error)
 }
+
+// ErrPermanent marks a backend error that retrying cannot cure: a missing
+// schema, failed authentication, a database that does not exist, a
+// permission denied. The portable layer stops waiting at once on such an
+// error instead of retrying it until the wait runs out. Drivers wrap with
+// Permanent; errors.Is(err, ErrPermanent) tests it.
+var ErrPermanent = errors.New("permanent backend error")
+
+// Permanent marks err as permanent (see ErrPermanent), keeping it
+// unwrappable to the backend's own error. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string   { return e.err.Error() }
+func (e permanentError) Unwrap() []error { return []error{ErrPermanent, e.err} }
