@@ -78,13 +78,3 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...Option)
 	}
 	return leases, nil
 }
-
-// ReleaseAll releases every lease, in reverse order, and joins the errors
-// of those that could not be released cleanly.
-func ReleaseAll(ctx context.Context, leases []*Lease) error {
-	var errs []error
-	for i := len(leases) - 1; i >= 0; i-- {
-		errs = append(errs, leases[i].Release(ctx))
-	}
-	return errors.Join(errs...)
-}

@@ -142,7 +142,7 @@ func (k *keeper) loop() {
 			return
 		}
 		for ls, cause := range lost {
-			ls.lose(LostUnconfirmed, cause)
+			k.declareLost(ls, cause)
 		}
 		for len(due) > 0 {
 			n := min(len(due), maxBatch)
@@ -283,5 +283,15 @@ func (k *keeper) retryLater(ls *Lease, err error) {
 		s.lastErr = err
 		s.retrying = true
 		s.refreshAt = time.Now().Add(max(s.ttl/12, time.Millisecond))
+	}
+}
+
+// declareLost ends a lease whose refresh could not be confirmed in time,
+// and has the backend release it as soon as it answers again: a refresh
+// still in flight may land late and extend it (see Locker.releaseLost).
+func (k *keeper) declareLost(ls *Lease, cause error) {
+	ls.lose(LostUnconfirmed, cause)
+	if ls.auto && !ls.releasing() {
+		k.locker.releaseLost(ls.name, ls.token, ls.TTL())
 	}
 }

@@ -178,20 +178,32 @@ func lostReason(err error) string {
 // had already been lost (another holder's lock is never touched), and
 // ErrReleased when called again.
 func (ls *Lease) Release(ctx context.Context) error {
-	ls.mu.Lock()
-	if ls.released {
-		err := ls.err
-		ls.mu.Unlock()
-		return err
+	prior, again := ls.markReleased()
+	if again {
+		return prior
 	}
-	ls.released = true
-	lost := ls.err
-	ls.mu.Unlock()
-
-	ls.locker.keeper.remove(ls)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	err := ls.locker.drv.Release(rctx, ls.name, ls.token)
+	return ls.settleRelease(prior, ls.locker.drv.Release(rctx, ls.name, ls.token))
+}
+
+// markReleased records that Release was called and takes the lease off
+// the watchdog. again is true, with the first outcome in prior, when it had
+// been called before; otherwise prior is the lease's Err at that moment.
+func (ls *Lease) markReleased() (prior error, again bool) {
+	ls.mu.Lock()
+	prior, again = ls.err, ls.released
+	ls.released = true
+	ls.mu.Unlock()
+	if !again {
+		ls.locker.keeper.remove(ls)
+	}
+	return prior, again
+}
+
+// settleRelease ends the lease after the backend answered a release (err)
+// and returns Release's result; lost is the lease's Err before the release.
+func (ls *Lease) settleRelease(lost, err error) error {
 	switch {
 	case lost != nil:
 		return lost

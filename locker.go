@@ -21,6 +21,13 @@ type Locker struct {
 	mu     sync.Mutex
 	closed bool
 	live   map[*Lease]struct{}
+
+	// Background work (cleanups of abandoned attempts, releases of lost
+	// leases) that Close stops and waits for.
+	bgMu      sync.Mutex
+	bgStopped bool
+	bgStop    chan struct{}
+	bg        sync.WaitGroup
 }
 
 // NewLocker wraps a driver in the portable layer. Driver packages call it
@@ -39,7 +46,7 @@ func newLocker(drv driver.Driver, opts []Option) (*Locker, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	l := &Locker{drv: drv, defaults: s, live: map[*Lease]struct{}{}}
+	l := &Locker{drv: drv, defaults: s, live: map[*Lease]struct{}{}, bgStop: make(chan struct{})}
 	if d, ok := drv.(driver.Describer); ok {
 		l.caps = d.Capabilities()
 	}
@@ -53,8 +60,9 @@ func (l *Locker) Driver() driver.Driver { return l.drv }
 // Capabilities describes the backend (minimum TTL, session-bound leases).
 func (l *Locker) Capabilities() driver.Capabilities { return l.caps }
 
-// Close releases every lease still held (best effort, token-checked), stops
-// the watchdog and closes the driver. Acquire calls after Close fail with
+// Close releases every lease still held (best effort, token-checked; in
+// batches where the driver releases in batches), stops the watchdog and the
+// background releases, and closes the driver. Acquire calls after Close fail with
 // ErrInvalidArgument. Close is idempotent.
 func (l *Locker) Close() error {
 	if l == nil {
@@ -72,12 +80,13 @@ func (l *Locker) Close() error {
 	}
 	l.mu.Unlock()
 	var errs []error
-	for _, ls := range leases {
-		if err := ls.Release(context.Background()); err != nil && !errors.Is(err, ErrLost) && !errors.Is(err, ErrReleased) {
+	for _, err := range unwrapJoin(releaseLeases(context.Background(), leases)) {
+		if !errors.Is(err, ErrLost) && !errors.Is(err, ErrReleased) {
 			errs = append(errs, err)
 		}
 	}
 	l.keeper.close()
+	l.stopBackground()
 	if err := l.drv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("dlock: close driver: %w", err))
 	}
@@ -146,4 +155,15 @@ func (l *Locker) backendTTL(ttl time.Duration) (time.Duration, error) {
 		ttl = (ttl/g + 1) * g
 	}
 	return ttl, nil
+}
+
+// unwrapJoin splits an errors.Join result into its parts.
+func unwrapJoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }

@@ -103,7 +103,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	open := registry.openers[u.Scheme]
 	registry.RUnlock()
 	if open == nil {
-		return nil, invalid("unknown URL scheme %q (registered: %s; forgotten import of the driver package?)", u.Scheme, strings.Join(Schemes(), ", "))
+		return nil, unknownScheme(u.Scheme)
 	}
 	urlOpts, rest, err := commonQuery(u)
 	if err != nil {
@@ -221,3 +221,15 @@ func (e *redactedError) Error() string {
 }
 
 func (e *redactedError) Unwrap() error { return e.err }
+
+// backendsImport is the package that registers every bundled backend.
+const backendsImport = `import _ "github.com/dlockdev/dlock/backends"`
+
+// unknownScheme names the fix: the import that registers the scheme.
+func unknownScheme(scheme string) error {
+	registered := Schemes()
+	if len(registered) == 0 {
+		return invalid("unknown URL scheme %q: no backend is registered; add %s (every bundled backend) or the one driver package's import", scheme, backendsImport)
+	}
+	return invalid("unknown URL scheme %q (registered: %s); forgotten import? %s registers every bundled backend", scheme, strings.Join(registered, ", "), backendsImport)
+}

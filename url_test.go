@@ -59,6 +59,7 @@ func TestOpenErrors(t *testing.T) {
 	cases := []struct{ url, mention string }{
 		{"nosuch://host/x", `unknown URL scheme "nosuch"`},
 		{"nosuch://host/x", "mem"},
+		{"nosuch://host/x", `import _ "github.com/dlockdev/dlock/backends"`},
 		{"localhost:6379", "scheme"},
 		{"mem://x?ttl=forever", "ttl="},
 		{"mem://x?ttl=1ms", "1ms"},

@@ -3,21 +3,27 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
 )
 
-// cleanupTimeout bounds the best-effort release of whatever an abandoned
-// attempt may have won.
-const cleanupTimeout = 2 * time.Second
-
 // Acquire takes the named lock, waiting while it is held: until it is
 // granted, ctx is done, or the wait bound (WithWait, default DefaultWait)
 // runs out. A lock that stays held yields an error matching ErrNotAcquired
 // (errors.As gives a *HeldError naming the holder); a canceled ctx yields
 // one that matches both ErrNotAcquired and ctx's error.
+//
+// Only a backend's positive answer that someone else holds the lock
+// becomes ErrNotAcquired. A backend that fails, or does not answer before
+// ctx or the wait bound ends, yields an error matching ErrBackend (and
+// ctx's error) instead, so an outage never reads as "held". An error that
+// retrying cannot cure (driver.ErrPermanent: missing schema, failed
+// authentication) ends the wait at once. The call returns by ctx's
+// deadline: whatever an abandoned attempt may have won is released in
+// the background.
 //
 // ctx bounds the wait only, never the lease: the lease lives until
 // Release, loss, or Locker.Close.
@@ -64,13 +70,8 @@ func (l *Locker) acquire(ctx context.Context, name string, s settings) (*Lease, 
 		if err == nil && g.Acquired {
 			return l.granted(req, g, sent, s)
 		}
-		if err != nil {
-			w.lastErr = err
-		} else {
-			w.held = g.Holder
-			w.lastErr = nil
-		}
-		if s.wait == 0 || wctx.Err() != nil {
+		w.record(g, err)
+		if s.wait == 0 || wctx.Err() != nil || errors.Is(err, driver.ErrPermanent) {
 			return nil, l.notAcquired(ctx, req, w, start)
 		}
 		if err := l.usable(); err != nil { // closed while we waited
@@ -104,14 +105,22 @@ func (l *Locker) granted(req driver.Request, g driver.Grant, sent time.Time, s s
 }
 
 // notAcquired releases whatever the call may have won (an attempt may have
-// been applied although its reply was lost) and builds the error.
+// been applied although its reply was lost) and builds the error. Only a
+// positive answer from the backend ("held by X") becomes a *HeldError: a
+// failed attempt, or a wait that ended before the backend ever answered,
+// is an error matching ErrBackend (and the context's error), never a
+// conflict — a caller that skips its work on ErrNotAcquired must not skip
+// it silently for as long as an outage lasts.
 func (l *Locker) notAcquired(ctx context.Context, req driver.Request, w waiter, start time.Time) error {
 	if w.lastErr != nil || ctx.Err() != nil {
 		l.cleanup(req)
 	}
 	waited := time.Since(start)
-	if w.lastErr != nil && !isCtxErr(w.lastErr) {
+	switch {
+	case w.lastErr != nil && !isCtxErr(w.lastErr):
 		return backend("acquire", req.Name, w.lastErr)
+	case !w.heldSeen:
+		return unanswered(req.Name, waited, w.lastErr, ctx)
 	}
 	held := &HeldError{Holder: holderFrom(w.held), Waited: waited}
 	held.Name = req.Name
@@ -121,15 +130,23 @@ func (l *Locker) notAcquired(ctx context.Context, req driver.Request, w waiter, 
 	return held
 }
 
-func isCtxErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+// unanswered is the error of an acquire that ended (deadline, wait bound
+// or cancellation) before the backend answered at all.
+func unanswered(name string, waited time.Duration, cause error, ctx context.Context) error {
+	if cause == nil {
+		cause = ctx.Err()
+	}
+	if cause == nil {
+		cause = context.DeadlineExceeded // the wait bound ran out
+	}
+	if errors.Is(cause, context.Canceled) {
+		return fmt.Errorf("dlock: acquire %q: canceled after %s before the backend answered: %w", name, waited.Round(time.Millisecond), cause)
+	}
+	return fmt.Errorf("dlock: acquire %q: no answer from the backend within %s: %w", name, waited.Round(time.Millisecond), &backendError{cause})
 }
 
-// cleanup releases req's token, best effort, detached from any caller.
-func (l *Locker) cleanup(req driver.Request) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	_ = l.drv.Release(ctx, req.Name, req.Token)
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (l *Locker) acquireQueued(ctx, wctx context.Context, q driver.Queuer, req driver.Request, s settings, start time.Time) (*Lease, error) {
@@ -141,9 +158,10 @@ func (l *Locker) acquireQueued(ctx, wctx context.Context, q driver.Queuer, req d
 	if err == nil && g.Acquired {
 		return l.granted(req, g, sent, s)
 	}
-	w := waiter{held: g.Holder, lastErr: err}
+	// A queue that ended with the context reports the holder it queued
+	// behind; with none, the backend never answered.
+	w := waiter{held: g.Holder, heldSeen: g.Holder != (driver.Holder{}), lastErr: err}
 	if err != nil && isCtxErr(err) && wctx.Err() != nil {
-		w.lastErr = nil
 		l.cleanup(req)
 	}
 	return nil, l.notAcquired(ctx, req, w, start)
@@ -158,7 +176,19 @@ type waiter struct {
 	notify  <-chan struct{}
 	unwatch func()
 	held    driver.Holder
-	lastErr error
+	// heldSeen is true once the backend positively answered "held".
+	heldSeen bool
+	lastErr  error
+}
+
+// record keeps the outcome of one failed attempt: a holder the backend
+// named, or the error that stood in for an answer.
+func (w *waiter) record(g driver.Grant, err error) {
+	if err != nil {
+		w.lastErr = err
+		return
+	}
+	w.held, w.heldSeen, w.lastErr = g.Holder, true, nil
 }
 
 // pause waits before the next attempt: for a release notification, the

@@ -167,5 +167,10 @@ func TestAbandonedAttemptReleased(t *testing.T) {
 	if !errors.Is(err, dlock.ErrBackend) || !errors.Is(err, errDown) {
 		t.Fatalf("TryAcquire = %v, want ErrBackend wrapping the transport error", err)
 	}
+	// The release runs in the background (the call returns by its
+	// deadline); Close waits for it.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	expectFree(t, memLocker(t, store), "job")
 }

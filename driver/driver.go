@@ -66,7 +66,10 @@ type Grant struct {
 	// exactly Request.TTL. A backend that rounds (etcd: whole seconds)
 	// reports the rounded value here.
 	TTL time.Duration
-	// Holder describes the current holder when Acquired is false.
+	// Holder describes the current holder when Acquired is false. A grant
+	// with Acquired false and a nil error is a positive answer "held by
+	// someone else"; a driver returns it only when the backend said so,
+	// never for a lookup that failed (return the error instead).
 	Holder Holder
 	// Since, when not zero, is when the granted lease's TTL started
 	// counting, on this host's monotonic clock: the SENT time of the call
@@ -121,7 +124,10 @@ type Notifier interface {
 // When present, the portable layer calls AcquireWait instead of looping on
 // TryAcquire. AcquireWait returns when granted, or when ctx is done, in
 // which case it must remove its place in the queue and return ctx's error
-// (with Grant.Holder filled in when known).
+// with Grant.Holder filled in when the backend positively answered that
+// the lock is held. A zero Grant.Holder with ctx's error means the backend
+// never answered: the portable layer reports an outage (ErrBackend), never
+// a conflict. A driver must never invent a holder for a failed lookup.
 type Queuer interface {
 	AcquireWait(ctx context.Context, req Request) (Grant, error)
 }
