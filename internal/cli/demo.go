@@ -53,14 +53,15 @@ var tour = []string{"correct", "pause", "fencing"}
 func newDemoCmd(g *globalOptions, io *IO) *cobra.Command {
 	opts := &demoOptions{}
 	cmd := &cobra.Command{
-		Use:   "demo [SCENARIO|all]",
+		Use:   "demo [SCENARIO|all|list]",
 		Short: "See distributed-locking failure modes live, with real processes",
 		Long: `Run the failure modes of distributed locking live, each with real, separate
 processes (this binary re-executed as workers), print what each process did on
 a timeline, and a one-line verdict. The exit status is 0 when the outcome is
 the one the scenario teaches (even when that outcome is a bug being shown).
 
-Without a SCENARIO, runs the tour: ` + strings.Join(tour, ", ") + `. "all" runs every scenario.
+Without a SCENARIO, runs the tour: ` + strings.Join(tour, ", ") + `. "all" runs every scenario;
+"list" prints the scenarios.
 
 Scenarios:
 ` + scenarioList() + `
@@ -110,7 +111,7 @@ func (o *demoOptions) pick() ([]scenario, error) {
 	for _, n := range names {
 		i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == n })
 		if i < 0 {
-			return nil, usageErr("unknown demo scenario %q (want one of: all, %s)", n, scenarioNames())
+			return nil, usageErr("unknown demo scenario %q (want one of: all, list, %s)", n, scenarioNames())
 		}
 		out = append(out, scenarios[i])
 	}
@@ -138,6 +139,10 @@ func (o *demoOptions) validate() error {
 }
 
 func runDemo(ctx context.Context, opts *demoOptions, io *IO) error {
+	if opts.Scenario == "list" {
+		_, err := fmt.Fprint(io.Out, scenarioList())
+		return err
+	}
 	if err := opts.validate(); err != nil {
 		return err
 	}

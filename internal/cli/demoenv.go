@@ -161,10 +161,10 @@ type proc struct {
 
 // spawn starts a worker: this binary's hidden __demo-worker command.
 func (e *demoEnv) spawn(dir, label, role string, extra ...string) (*proc, error) {
-	args := append([]string{"__demo-worker", role, "--url", e.url, "--dir", filepath.Join(e.dir, dir),
+	args := append([]string{"__demo-worker", role, "--dir", filepath.Join(e.dir, dir),
 		"--label", label, "--ttl", e.ttl.String()}, extra...)
 	p := &proc{label: label, cmd: exec.Command(e.exe, args...), done: make(chan struct{}), updated: make(chan struct{}, 1)}
-	p.cmd.Env = withoutEnv(os.Environ(), dlock.EnvURL)
+	p.cmd.Env = append(withoutEnv(withoutEnv(os.Environ(), dlock.EnvURL), demoURLEnv), demoURLEnv+"="+e.url)
 	p.cmd.Stdout = &lineWriter{emit: func(s string) { p.add(s); e.say(label, "%s", s) }}
 	p.cmd.Stderr = &lineWriter{emit: func(s string) { p.add(s); e.say(label, "! %s", s) }}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

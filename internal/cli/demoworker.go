@@ -58,9 +58,14 @@ func newDemoWorkerCmd(io *IO) *cobra.Command {
 	f.IntVar(&opts.PauseAfter, "pause-after", -1, "freeze after this many items")
 	f.StringVar(&opts.Then, "then", "", "action after resuming")
 	f.Int64Var(&opts.Since, "since", 0, "reference unix ms")
-	cmd.Flags().StringVar(&opts.URL, "url", "", "backend URL")
+	cmd.Flags().StringVar(&opts.URL, "url", "", "backend URL (default: $"+demoURLEnv+")")
 	return cmd
 }
+
+// demoURLEnv passes the backend URL to demo workers through their
+// environment, readable only by the same user, never on their command line,
+// which every user can read (ps): the URL may carry a password.
+const demoURLEnv = "DLOCK_DEMO_WORKER_URL"
 
 // worker is the running worker process.
 type worker struct {
@@ -103,7 +108,11 @@ func (w *worker) lock(ctx context.Context) (*dlock.Locker, error) {
 	if w.locker != nil {
 		return w.locker, nil
 	}
-	l, err := openLocker(ctx, w.opts.URL, dlock.WithOwner(w.owner()), dlock.WithTTL(w.opts.TTL))
+	url := w.opts.URL
+	if url == "" {
+		url = os.Getenv(demoURLEnv)
+	}
+	l, err := openLocker(ctx, url, dlock.WithOwner(w.owner()), dlock.WithTTL(w.opts.TTL))
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,10 @@ func runLs(ctx context.Context, opts *lsOptions, io *IO) error {
 		return writeJSON(io.Out, recs)
 	}
 	if len(hs) == 0 {
-		if io.OutTTY {
+		// Said on stderr, so that a script reading stdout sees no rows.
+		if opts.Prefix != "" {
+			fmt.Fprintf(io.Err, "no locks held with prefix %q\n", opts.Prefix)
+		} else {
 			fmt.Fprintln(io.Err, "no locks held")
 		}
 		return nil

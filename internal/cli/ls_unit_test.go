@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestLsSaysWhenNothingIsHeld: an empty listing says so on stderr and
+// leaves stdout empty for scripts.
+func TestLsSaysWhenNothingIsHeld(t *testing.T) {
+	var out, errOut bytes.Buffer
+	url := "file://" + filepath.Join(t.TempDir(), "l.db")
+	if err := runLs(t.Context(), &lsOptions{URL: url}, &IO{Out: &out, Err: &errOut}); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != 0 || !strings.Contains(errOut.String(), "no locks held") {
+		t.Errorf("stdout %q, stderr %q; want no rows and \"no locks held\"", out.String(), errOut.String())
+	}
+}
+
+// TestDemoList: `dlock demo list` prints every scenario and succeeds.
+func TestDemoList(t *testing.T) {
+	var out bytes.Buffer
+	if err := runDemo(t.Context(), &demoOptions{Scenario: "list"}, &IO{Out: &out, Err: &out}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range scenarios {
+		if !strings.Contains(out.String(), s.name) {
+			t.Errorf("demo list lacks %q:\n%s", s.name, out.String())
+		}
+	}
+}
