@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -11,7 +10,7 @@ import (
 // leaves stdout empty for scripts.
 func TestLsSaysWhenNothingIsHeld(t *testing.T) {
 	var out, errOut bytes.Buffer
-	url := "file://" + filepath.Join(t.TempDir(), "l.db")
+	url := "mem://ls-empty"
 	if err := runLs(t.Context(), &lsOptions{URL: url}, &IO{Out: &out, Err: &errOut}); err != nil {
 		t.Fatal(err)
 	}
