@@ -50,6 +50,9 @@ func newLocker(drv driver.Driver, opts []Option) (*Locker, error) {
 	if d, ok := drv.(driver.Describer); ok {
 		l.caps = d.Capabilities()
 	}
+	if ls, ok := drv.(driver.LogSetter); ok && s.logger != nil {
+		ls.SetLogger(s.logger)
+	}
 	l.keeper = newKeeper(l)
 	return l, nil
 }
@@ -134,9 +137,14 @@ func (l *Locker) settingsFor(name string, opts []Option) (settings, error) {
 	if err := validName(name); err != nil {
 		return settings{}, err
 	}
-	s := l.defaults.with(opts)
+	s := l.defaults
+	s.logger = nil // to see whether opts set one
+	s = s.with(opts)
 	if s.err != nil {
 		return settings{}, s.err
+	}
+	if s.logger != nil {
+		return settings{}, invalid("WithLogger applies to a Locker (Open, NewLocker), not to one acquire")
 	}
 	var err error
 	if s.ttl, err = l.backendTTL(s.ttl); err != nil {

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"time"
@@ -47,7 +48,8 @@ type settings struct {
 	backoffMax  time.Duration
 	owner       string
 	autoRefresh bool
-	err         error // the first invalid option, reported at use
+	logger      *slog.Logger // Locker-wide; nil means the driver's default
+	err         error        // the first invalid option, reported at use
 }
 
 func defaultSettings() settings {
@@ -144,6 +146,21 @@ func WithOwner(owner string) Option {
 // a holder that still believes it holds it.
 func WithAutoRefresh(on bool) Option {
 	return func(s *settings) { s.autoRefresh = on }
+}
+
+// WithLogger sends the Locker's and its driver's log lines (warnings about
+// a risky deployment, a backend client's reconnect messages) to logger
+// instead of slog.Default(). It is a Locker option: give it to Open or
+// NewLocker; given to one Acquire it is an invalid argument. To silence
+// them: slog.New(slog.DiscardHandler).
+func WithLogger(logger *slog.Logger) Option {
+	return func(s *settings) {
+		if logger == nil {
+			s.fail(invalid("nil logger (for none, use slog.New(slog.DiscardHandler))"))
+			return
+		}
+		s.logger = logger
+	}
 }
 
 func validTTL(ttl time.Duration) error {

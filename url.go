@@ -79,7 +79,10 @@ func DefaultURL() (string, error) {
 //
 // The query keys ttl, wait and owner set the Locker's defaults (same meaning
 // as WithTTL, WithWait, WithOwner) and are removed before the driver sees
-// the URL; a driver rejects keys it does not know. Options given here
+// the URL; a driver rejects keys it does not know. migrate=auto creates the
+// backend's schema (Locker.Migrate) before Open returns; the default, off,
+// leaves schema changes to an explicit `dlock migrate` or Locker.Migrate,
+// since the role an application runs as should not need DDL rights. Options given here
 // override the URL's. Passwords never appear in returned errors.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	if rawURL == "" {
@@ -105,9 +108,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	if open == nil {
 		return nil, unknownScheme(u.Scheme)
 	}
-	urlOpts, rest, err := commonQuery(u)
+	urlOpts, rest, migrate, err := commonQuery(u)
 	if err != nil {
 		return nil, err
+	}
+	if s := defaultSettings().with(opts); s.logger != nil {
+		ctx = driver.ContextWithLogger(ctx, s.logger)
 	}
 	drv, err := open(ctx, rest)
 	if err != nil {
@@ -117,6 +123,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 	if err != nil {
 		_ = drv.Close()
 		return nil, err
+	}
+	if migrate {
+		if err := l.Migrate(ctx); err != nil {
+			_ = l.Close()
+			return nil, redactErr(err, rawURL)
+		}
 	}
 	return l, nil
 }
@@ -130,17 +142,17 @@ func parseReason(err error) error {
 	return errors.New("unparseable")
 }
 
-// commonQuery takes the portable query keys out of u.
-func commonQuery(u *url.URL) ([]Option, string, error) {
+// commonQuery takes the portable query keys out of u; migrate reports
+// migrate=auto.
+func commonQuery(u *url.URL) (opts []Option, rest string, migrate bool, err error) {
 	q := u.Query()
-	var opts []Option
 	for _, key := range []string{"ttl", "wait"} {
 		if !q.Has(key) {
 			continue
 		}
 		d, err := time.ParseDuration(q.Get(key))
 		if err != nil {
-			return nil, "", invalid("URL query %s=%q: not a duration like 30s or 500ms", key, q.Get(key))
+			return nil, "", false, invalid("URL query %s=%q: not a duration like 30s or 500ms", key, q.Get(key))
 		}
 		if key == "ttl" {
 			opts = append(opts, WithTTL(d))
@@ -153,9 +165,19 @@ func commonQuery(u *url.URL) ([]Option, string, error) {
 		opts = append(opts, WithOwner(q.Get("owner")))
 		q.Del("owner")
 	}
+	if q.Has("migrate") {
+		switch v := q.Get("migrate"); v {
+		case "auto":
+			migrate = true
+		case "off":
+		default:
+			return nil, "", false, invalid("URL query migrate=%q: want auto or off", v)
+		}
+		q.Del("migrate")
+	}
 	v := *u
 	v.RawQuery = q.Encode()
-	return opts, v.String(), nil
+	return opts, v.String(), migrate, nil
 }
 
 // Redact returns rawURL with any password replaced by "xxxxx", for errors

@@ -16,6 +16,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 )
 
@@ -268,3 +269,37 @@ type permanentError struct{ err error }
 
 func (e permanentError) Error() string   { return e.err.Error() }
 func (e permanentError) Unwrap() []error { return []error{ErrPermanent, e.err} }
+
+// LogSetter is implemented by drivers that log (warnings about a risky
+// deployment, their client's reconnect messages). NewLocker calls SetLogger
+// once, before any other method, when the user gave dlock.WithLogger;
+// without it a driver logs to slog.Default(). A driver logs each distinct
+// warning at most once per process and server, never on every call.
+type LogSetter interface {
+	SetLogger(*slog.Logger)
+}
+
+type loggerKey struct{}
+
+// ContextWithLogger returns ctx carrying logger, for an Opener: dlock.Open
+// passes the logger of dlock.WithLogger to the driver's Opener this way, so
+// that what it logs while opening goes there too.
+func ContextWithLogger(ctx context.Context, logger *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, logger)
+}
+
+// LoggerFrom returns the logger ctx carries (ContextWithLogger), or
+// slog.Default().
+func LoggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok && l != nil {
+		return l
+	}
+	return slog.Default()
+}
+
+// MigrationReporter is a Migrator that also says what it changed, for
+// `dlock migrate`: the objects it created (e.g. `table dlock_leases`), none
+// when the schema was already up to date. It is idempotent like Migrate.
+type MigrationReporter interface {
+	MigrateReport(ctx context.Context) (created []string, err error)
+}

@@ -38,9 +38,31 @@ func runMigrate(ctx context.Context, opts *migrateOptions, io *IO) error {
 	}
 	bctx, cancel := withBackendTimeout(ctx)
 	defer cancel()
-	if err := explainTimeout(l.Migrate(bctx)); err != nil {
+	mr, ok := l.Driver().(driver.MigrationReporter)
+	if !ok {
+		if err := explainTimeout(l.Migrate(bctx)); err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(io.Out, "schema is in place (created where missing)")
 		return err
 	}
-	_, err = fmt.Fprintln(io.Out, "schema is up to date")
-	return err
+	created, err := mr.MigrateReport(bctx)
+	if err := explainTimeout(err); err != nil {
+		return fmt.Errorf("dlock: migrate: %w", err)
+	}
+	return reportMigration(io, created)
+}
+
+// reportMigration says what migrate created, or that nothing was needed.
+func reportMigration(io *IO, created []string) error {
+	if len(created) == 0 {
+		_, err := fmt.Fprintln(io.Out, "schema is up to date; nothing created")
+		return err
+	}
+	for _, c := range created {
+		if _, err := fmt.Fprintf(io.Out, "created %s\n", c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
