@@ -60,6 +60,10 @@ const (
 	// LostSession: the backend session the lock lived in ended
 	// (Postgres connection, etcd lease).
 	LostSession = "backend session ended"
+	// LostForceReleased: an administrator force-released the lock
+	// (Locker.ForceRelease, `dlock release --force`) and the backend
+	// pushed the news (driver.EvictionWatcher).
+	LostForceReleased = "force-released"
 )
 
 // LostError says why a lease was lost. It matches ErrLost with errors.Is.

@@ -131,6 +131,7 @@ func (k *keeper) linger(timer *time.Timer) bool {
 
 func (k *keeper) loop() {
 	defer k.wg.Done()
+	defer k.watchEvictions()()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {

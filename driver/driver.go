@@ -303,3 +303,22 @@ func LoggerFrom(ctx context.Context) *slog.Logger {
 type MigrationReporter interface {
 	MigrateReport(ctx context.Context) (created []string, err error)
 }
+
+// Eviction is a force-release pushed by a backend: the grant of Name with
+// fencing token Fence was ended by an administrator (ForceReleaser).
+type Eviction struct {
+	Name  string
+	Fence uint64
+}
+
+// EvictionWatcher is implemented by backends that can push a
+// force-release to the evicted holder at once (Redis pub/sub, Postgres
+// NOTIFY, an etcd watch). The portable layer subscribes once per Locker
+// while it holds leases, and ends a matching lease with "force-released".
+// Delivery is best effort: without it, or when an event is dropped, the
+// holder learns at its next refresh.
+type EvictionWatcher interface {
+	// WatchEvictions subscribes to force-releases; the subscription is
+	// active when it returns. stop ends it and is called exactly once.
+	WatchEvictions(ctx context.Context) (ch <-chan Eviction, stop func(), err error)
+}

@@ -76,6 +76,7 @@ func (d *memDriver) ForceRelease(ctx context.Context, name string) (driver.Holde
 		evicted = holder(name, e, now)
 		delete(d.s.holders, name)
 		d.s.notify(name)
+		d.s.pushEviction(driver.Eviction{Name: name, Fence: e.fence})
 	}
 	d.s.fences[name]++
 	return evicted, ok, d.s.fences[name], nil
@@ -83,4 +84,30 @@ func (d *memDriver) ForceRelease(ctx context.Context, name string) (driver.Holde
 
 func invalidURL(format string, args ...any) error {
 	return fmt.Errorf("%w: memlock: "+format, append([]any{dlock.ErrInvalidArgument}, args...)...)
+}
+
+// WatchEvictions implements driver.EvictionWatcher.
+func (d *memDriver) WatchEvictions(ctx context.Context) (<-chan driver.Eviction, func(), error) {
+	if err := d.begin(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer d.s.mu.Unlock()
+	ch := make(chan driver.Eviction, 16)
+	d.s.evictions[ch] = struct{}{}
+	return ch, func() {
+		d.s.mu.Lock()
+		delete(d.s.evictions, ch)
+		d.s.mu.Unlock()
+	}, nil
+}
+
+// pushEviction tells every eviction watcher, dropping the news for a
+// watcher whose buffer is full (its next refresh tells it). s.mu is held.
+func (s *Store) pushEviction(e driver.Eviction) {
+	for ch := range s.evictions {
+		select {
+		case ch <- e:
+		default:
+		}
+	}
 }

@@ -50,11 +50,12 @@ func open(_ context.Context, rawURL string) (driver.Driver, error) {
 type memDriver struct{ s *Store }
 
 var (
-	_ driver.Driver         = (*memDriver)(nil)
-	_ driver.Notifier       = (*memDriver)(nil)
-	_ driver.Lister         = (*memDriver)(nil)
-	_ driver.ForceReleaser  = (*memDriver)(nil)
-	_ driver.BatchRefresher = (*memDriver)(nil)
+	_ driver.Driver          = (*memDriver)(nil)
+	_ driver.Notifier        = (*memDriver)(nil)
+	_ driver.Lister          = (*memDriver)(nil)
+	_ driver.ForceReleaser   = (*memDriver)(nil)
+	_ driver.BatchRefresher  = (*memDriver)(nil)
+	_ driver.EvictionWatcher = (*memDriver)(nil)
 )
 
 // begin locks the store for one operation, failing when ctx is done or

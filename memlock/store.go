@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/dlockdev/dlock/driver"
 )
 
 // ErrStopped is returned by every operation on a stopped Store, the way a
@@ -18,6 +20,8 @@ type Store struct {
 	holders  map[string]*entry
 	fences   map[string]uint64
 	watchers map[string]map[chan struct{}]struct{}
+	// evictions are the driver.EvictionWatcher subscribers.
+	evictions map[chan driver.Eviction]struct{}
 }
 
 type entry struct {
@@ -30,9 +34,10 @@ type entry struct {
 // NewStore returns an empty, private Store.
 func NewStore() *Store {
 	return &Store{
-		holders:  map[string]*entry{},
-		fences:   map[string]uint64{},
-		watchers: map[string]map[chan struct{}]struct{}{},
+		holders:   map[string]*entry{},
+		fences:    map[string]uint64{},
+		watchers:  map[string]map[chan struct{}]struct{}{},
+		evictions: map[chan driver.Eviction]struct{}{},
 	}
 }
 
