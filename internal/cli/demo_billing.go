@@ -106,8 +106,11 @@ func roleBillingNaive(ctx context.Context, w *worker) error {
 		return nil
 	}
 	w.say("SET lock 1 NX EX %s: acquired; charging %d subscriptions", w.opts.TTL, w.opts.N)
+	first := 1
 	for id := 1; id <= w.opts.N; id++ {
 		if id-1 == w.opts.PauseAfter {
+			w.say("charged subscriptions %d-%d", first, id-1)
+			first = id
 			w.freeze()
 		}
 		time.Sleep(billingStep)
@@ -116,7 +119,7 @@ func roleBillingNaive(ctx context.Context, w *worker) error {
 			return err
 		}
 	}
-	w.say("charged subscriptions 1-%d; DEL lock", w.opts.N)
+	w.say("charged subscriptions %d-%d; DEL lock", first, w.opts.N)
 	return n.Del(ctx, w.opts.Name)
 }
 
@@ -138,6 +141,10 @@ func roleBillingFixed(ctx context.Context, w *worker) error {
 	var charged, skipped []int
 	for id := 1; id <= w.opts.N; id++ {
 		if id-1 == w.opts.PauseAfter {
+			// Say what was done before the pause now, so that the
+			// timeline does not credit it to the resumed, stale holder.
+			w.say("charged %v before the pause", charged)
+			charged = nil
 			w.freeze()
 		}
 		time.Sleep(billingStep)

@@ -11,14 +11,15 @@ import (
 var demoFlags = []string{"--watchdog-job", "2s", "--watchdog-ttl", "1s"}
 
 // checkDemo runs `dlock demo args...` and checks that every scenario run
-// showed the outcome it teaches.
-func checkDemo(t *testing.T, want int, args ...string) {
+// showed the outcome it teaches; it returns the timeline.
+func checkDemo(t *testing.T, want int, args ...string) string {
 	t.Helper()
 	r := runBin(t, nil, append(append([]string{"demo"}, args...), demoFlags...)...)
 	verdicts := strings.Count(r.stdout, "\nverdict: ")
 	if r.code != 0 || verdicts != want || strings.Contains(r.stdout, "verdict: UNEXPECTED") || strings.Contains(r.stdout, "verdict: ERROR") {
 		t.Fatalf("dlock demo %v: exit %d, %d verdicts (want %d)\nstdout:\n%s\nstderr:\n%s", args, r.code, verdicts, want, r.stdout, r.stderr)
 	}
+	return r.stdout
 }
 
 // TestDemoTour: `dlock demo` with no argument runs correct, pause, fencing
@@ -33,7 +34,30 @@ func TestDemoScenarios(t *testing.T) {
 		if strings.Contains(strings.Join(tour, " "), s.name) {
 			continue
 		}
-		t.Run(s.name, func(t *testing.T) { checkDemo(t, 1, s.name) })
+		t.Run(s.name, func(t *testing.T) {
+			out := checkDemo(t, 1, s.name)
+			if s.name == "billing" {
+				checkBillingTimeline(t, out)
+			}
+		})
+	}
+}
+
+// checkBillingTimeline: in the fixed run, the paused holder A charges
+// nothing after it resumes, and the timeline must not read otherwise
+// (its charges from before the pause are reported before the pause).
+func checkBillingTimeline(t *testing.T, out string) {
+	t.Helper()
+	i := strings.Index(out, "fixed:")
+	j := strings.LastIndex(out, "A    resumed")
+	if i < 0 || j < i {
+		t.Fatalf("no fixed run with a resumed holder A in the timeline:\n%s", out)
+	}
+	after := out[j:]
+	for _, line := range strings.Split(after, "\n") {
+		if strings.Contains(line, " A ") && strings.Contains(line, "charged [") && !strings.Contains(line, "charged []") {
+			t.Errorf("the timeline credits charges to the resumed stale holder:\n%s", out)
+		}
 	}
 }
 

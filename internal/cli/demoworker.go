@@ -43,6 +43,9 @@ func newDemoWorkerCmd(io *IO) *cobra.Command {
 		Args:   args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.Role = a[0]
+			if opts.URL == "" {
+				opts.URL = os.Getenv(demoURLEnv)
+			}
 			return runDemoWorker(cmd.Context(), opts, io)
 		},
 	}
@@ -108,11 +111,7 @@ func (w *worker) lock(ctx context.Context) (*dlock.Locker, error) {
 	if w.locker != nil {
 		return w.locker, nil
 	}
-	url := w.opts.URL
-	if url == "" {
-		url = os.Getenv(demoURLEnv)
-	}
-	l, err := openLocker(ctx, url, dlock.WithOwner(w.owner()), dlock.WithTTL(w.opts.TTL))
+	l, err := openLocker(ctx, w.opts.URL, dlock.WithOwner(w.owner()), dlock.WithTTL(w.opts.TTL))
 	if err != nil {
 		return nil, err
 	}
