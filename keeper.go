@@ -29,7 +29,11 @@ type keeper struct {
 	mu      sync.Mutex
 	sched   map[*Lease]*schedule
 	running bool
-	wake    chan struct{}
+	// wakeAt is when the loop's timer fires next: a lease due no earlier
+	// needs no wake-up, so that taking and releasing leases does not make
+	// the loop rescan every lease each time.
+	wakeAt time.Time
+	wake   chan struct{}
 	stop    chan struct{} // closed by Locker.Close
 	wg      sync.WaitGroup
 }
@@ -51,15 +55,28 @@ func newKeeper(l *Locker) *keeper {
 }
 
 func (k *keeper) add(ls *Lease) {
+	s := scheduleFor(ls)
 	k.mu.Lock()
-	k.sched[ls] = scheduleFor(ls)
-	if !k.running {
+	k.sched[ls] = s
+	start := !k.running
+	if start {
 		k.running = true
 		k.wg.Add(1)
 		go k.loop()
 	}
+	due := k.wakeAt.IsZero() || s.due().Before(k.wakeAt)
 	k.mu.Unlock()
-	k.poke()
+	if start || due {
+		k.poke()
+	}
+}
+
+// due is the earliest time the loop must look at s.
+func (s *schedule) due() time.Time {
+	if s.refreshAt.IsZero() {
+		return s.lossAt
+	}
+	return earliest(s.refreshAt, s.lossAt) // as scan computes its next wake-up
 }
 
 func scheduleFor(ls *Lease) *schedule {
@@ -75,20 +92,26 @@ func scheduleFor(ls *Lease) *schedule {
 }
 
 // reschedule recomputes ls's schedule after a confirmed refresh.
+// A confirmed refresh only moves the lease's times later, so the loop
+// needs no wake-up (the watchdog's refresh wakes it once per batch).
 func (k *keeper) reschedule(ls *Lease) {
 	k.mu.Lock()
 	if _, ok := k.sched[ls]; ok {
 		k.sched[ls] = scheduleFor(ls)
 	}
 	k.mu.Unlock()
-	k.poke()
 }
 
+// remove forgets ls. The loop is woken only when no lease is left, so
+// that it lingers and exits on time; otherwise its next scan skips ls.
 func (k *keeper) remove(ls *Lease) {
 	k.mu.Lock()
 	delete(k.sched, ls)
+	last := len(k.sched) == 0
 	k.mu.Unlock()
-	k.poke()
+	if last {
+		k.poke()
+	}
 }
 
 func (k *keeper) poke() {
@@ -165,8 +188,10 @@ func (k *keeper) scan(now time.Time) (due []*Lease, lost map[*Lease]error, next 
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if len(k.sched) == 0 {
+		k.wakeAt = time.Time{}
 		return nil, nil, time.Time{}, false
 	}
+	defer func() { k.wakeAt = next }()
 	next = now.Add(time.Hour)
 	for ls, s := range k.sched {
 		if !now.Before(s.lossAt) {
