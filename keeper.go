@@ -34,8 +34,8 @@ type keeper struct {
 	// the loop rescan every lease each time.
 	wakeAt time.Time
 	wake   chan struct{}
-	stop    chan struct{} // closed by Locker.Close
-	wg      sync.WaitGroup
+	stop   chan struct{} // closed by Locker.Close
+	wg     sync.WaitGroup
 }
 
 type schedule struct {
