@@ -2,11 +2,11 @@ package dlock_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
 
-	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/memlock"
 )
 
@@ -29,7 +29,7 @@ func BenchmarkPortableCycle(b *testing.B) {
 				}
 			}
 			var next atomic.Int64
-			b.SetParallelism(max(1, g/ncpu()))
+			b.SetParallelism(max(1, g/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				name := "n" + strconv.FormatInt(next.Add(1), 10)
@@ -49,8 +49,3 @@ func BenchmarkPortableCycle(b *testing.B) {
 	}
 }
 
-func ncpu() int { return max(1, testingCPUs) }
-
-var testingCPUs = 2
-
-var _ = dlock.ErrLost
