@@ -48,4 +48,3 @@ func BenchmarkPortableCycle(b *testing.B) {
 		})
 	}
 }
-
