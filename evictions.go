@@ -12,8 +12,8 @@ import (
 // function that ends the subscription and waits for it. Without the
 // interface, or when subscribing fails, the next refresh remains the
 // signal.
-func (k *keeper) watchEvictions() (stop func()) {
-	ew, ok := k.locker.drv.(driver.EvictionWatcher)
+func (wd *watchdog) watchEvictions() (stop func()) {
+	ew, ok := wd.drv.(driver.EvictionWatcher)
 	if !ok {
 		return func() {}
 	}
@@ -34,7 +34,7 @@ func (k *keeper) watchEvictions() (stop func()) {
 				if !ok {
 					return
 				}
-				k.evict(e)
+				wd.evict(e)
 			}
 		}
 	}()
@@ -45,15 +45,15 @@ func (k *keeper) watchEvictions() (stop func()) {
 }
 
 // evict ends the live lease that e names, if this Locker holds it.
-func (k *keeper) evict(e driver.Eviction) {
-	k.mu.Lock()
+func (wd *watchdog) evict(e driver.Eviction) {
+	wd.mu.Lock()
 	var hit []*Lease
-	for ls := range k.sched {
+	for ls := range wd.sched {
 		if ls.name == e.Name && ls.fence == e.Fence {
 			hit = append(hit, ls)
 		}
 	}
-	k.mu.Unlock()
+	wd.mu.Unlock()
 	for _, ls := range hit {
 		ls.lose(LostForceReleased, nil)
 	}

@@ -20,12 +20,12 @@ const releaseTimeout = 5 * time.Second
 // ErrLost). Work that must not run without the lock should select on Done,
 // or run under Context(parent), and fence its writes with Fence.
 type Lease struct {
-	locker *Locker
-	name   string
-	token  string
-	owner  string
-	fence  uint64
-	auto   bool
+	host  leaseHost
+	name  string
+	token string
+	owner string
+	fence uint64
+	auto  bool
 
 	mu       sync.Mutex
 	ttl      time.Duration
@@ -36,13 +36,29 @@ type Lease struct {
 	cancels  []context.CancelCauseFunc
 }
 
-func newLease(l *Locker, req driver.Request, g driver.Grant, sent time.Time, auto bool) *Lease {
+// leaseHost is what a Lease calls back into: the Locker that granted it.
+// Declared here, beside the Lease, so that the dependency points one way:
+// the Locker uses leases and its watchdog; a lease knows only this.
+type leaseHost interface {
+	// driver is the backend the lease lives on.
+	driver() driver.Driver
+	// backendTTL checks a TTL against the backend's limits.
+	backendTTL(time.Duration) (time.Duration, error)
+	// leaseRefreshed reports a confirmed refresh (a new schedule).
+	leaseRefreshed(*Lease)
+	// leaseReleasing reports that Release was called: stop keeping it.
+	leaseReleasing(*Lease)
+	// leaseEnded reports that the lease ended: stop keeping and forget it.
+	leaseEnded(*Lease)
+}
+
+func newLease(l leaseHost, req driver.Request, g driver.Grant, sent time.Time, auto bool) *Lease {
 	ttl := req.TTL
 	if g.TTL > 0 {
 		ttl = g.TTL
 	}
 	return &Lease{
-		locker: l, name: req.Name, token: req.Token, owner: req.Owner,
+		host: l, name: req.Name, token: req.Token, owner: req.Owner,
 		fence: g.Fence, auto: auto, ttl: ttl,
 		expires: sent.Add(ttl - drift(ttl)),
 		done:    make(chan struct{}),
@@ -120,7 +136,7 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := validTTL(ttl); err != nil {
 		return err
 	}
-	ttl, err := ls.locker.backendTTL(ttl)
+	ttl, err := ls.host.backendTTL(ttl)
 	if err != nil {
 		return err
 	}
@@ -128,7 +144,7 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	err = ls.locker.drv.Refresh(ctx, ls.name, ls.token, ttl)
+	err = ls.host.driver().Refresh(ctx, ls.name, ls.token, ttl)
 	return ls.refreshed(sent, ttl, err)
 }
 
@@ -141,7 +157,7 @@ func (ls *Lease) refreshed(sent time.Time, ttl time.Duration, err error) error {
 			ls.ttl, ls.expires = ttl, sent.Add(ttl-drift(ttl))
 		}
 		ls.mu.Unlock()
-		ls.locker.keeper.reschedule(ls)
+		ls.host.leaseRefreshed(ls)
 		return ls.Err()
 	case errors.Is(err, driver.ErrNotHeld) && ls.releasing():
 		// A watchdog refresh raced with Release, which decides the outcome.
@@ -184,7 +200,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	return ls.settleRelease(prior, ls.locker.drv.Release(rctx, ls.name, ls.token))
+	return ls.settleRelease(prior, ls.host.driver().Release(rctx, ls.name, ls.token))
 }
 
 // markReleased records that Release was called and takes the lease off
@@ -196,7 +212,7 @@ func (ls *Lease) markReleased() (prior error, again bool) {
 	ls.released = true
 	ls.mu.Unlock()
 	if !again {
-		ls.locker.keeper.remove(ls)
+		ls.host.leaseReleasing(ls)
 	}
 	return prior, again
 }
@@ -241,6 +257,5 @@ func (ls *Lease) finish(err error) {
 	for _, c := range cancels {
 		c(err)
 	}
-	ls.locker.keeper.remove(ls)
-	ls.locker.untrack(ls)
+	ls.host.leaseEnded(ls)
 }

@@ -16,7 +16,7 @@ type Locker struct {
 	drv      driver.Driver
 	caps     driver.Capabilities
 	defaults settings
-	keeper   *keeper
+	watchdog *watchdog
 
 	mu     sync.Mutex
 	closed bool
@@ -53,7 +53,7 @@ func newLocker(drv driver.Driver, opts []Option) (*Locker, error) {
 	if ls, ok := drv.(driver.LogSetter); ok && s.logger != nil {
 		ls.SetLogger(s.logger)
 	}
-	l.keeper = newKeeper(l)
+	l.watchdog = newWatchdog(drv, l.releaseLost)
 	return l, nil
 }
 
@@ -88,7 +88,7 @@ func (l *Locker) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	l.keeper.close()
+	l.watchdog.close()
 	l.stopBackground()
 	if err := l.drv.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("dlock: close driver: %w", err))
@@ -118,7 +118,7 @@ func (l *Locker) track(ls *Lease) bool {
 		return false
 	}
 	l.live[ls] = struct{}{}
-	l.keeper.add(ls)
+	l.watchdog.add(ls)
 	return true
 }
 
@@ -126,6 +126,17 @@ func (l *Locker) untrack(ls *Lease) {
 	l.mu.Lock()
 	delete(l.live, ls)
 	l.mu.Unlock()
+}
+
+// The leaseHost side of the Locker: what its leases call back into.
+
+func (l *Locker) driver() driver.Driver    { return l.drv }
+func (l *Locker) leaseRefreshed(ls *Lease) { l.watchdog.reschedule(ls) }
+func (l *Locker) leaseReleasing(ls *Lease) { l.watchdog.remove(ls) }
+
+func (l *Locker) leaseEnded(ls *Lease) {
+	l.watchdog.remove(ls)
+	l.untrack(ls)
 }
 
 // settingsFor validates name and opts against the Locker's defaults and

@@ -19,27 +19,27 @@ func ReleaseAll(ctx context.Context, leases []*Lease) error {
 // joins the results as Release would return them one by one.
 func releaseLeases(ctx context.Context, leases []*Lease) error {
 	var errs []error
-	batches := map[*Locker][]*Lease{}
+	batches := map[leaseHost][]*Lease{}
 	for i := len(leases) - 1; i >= 0; i-- {
 		ls := leases[i]
 		if ls == nil {
 			continue
 		}
-		if _, ok := ls.locker.drv.(driver.BatchReleaser); ok {
-			batches[ls.locker] = append(batches[ls.locker], ls)
+		if _, ok := ls.host.driver().(driver.BatchReleaser); ok {
+			batches[ls.host] = append(batches[ls.host], ls)
 			continue
 		}
 		errs = append(errs, ls.Release(ctx))
 	}
-	for l, group := range batches {
-		errs = append(errs, l.releaseBatch(ctx, group)...)
+	for host, group := range batches {
+		errs = append(errs, releaseBatch(ctx, host.driver().(driver.BatchReleaser), group)...)
 	}
 	return errors.Join(errs...)
 }
 
-// releaseBatch releases leases of l in calls of at most maxBatch leases.
-func (l *Locker) releaseBatch(ctx context.Context, leases []*Lease) []error {
-	br := l.drv.(driver.BatchReleaser)
+// releaseBatch releases leases of one backend in calls of at most
+// maxBatch leases.
+func releaseBatch(ctx context.Context, br driver.BatchReleaser, leases []*Lease) []error {
 	var errs []error
 	var pending []*Lease
 	var priors []error

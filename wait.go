@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	cryptorand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -234,4 +236,13 @@ func (w *waiter) stop() {
 	if w.unwatch != nil {
 		w.unwatch()
 	}
+}
+
+// newToken returns 128 bits from crypto/rand, hex-encoded. crypto/rand.Read
+// never fails on supported platforms (it panics internally if the kernel
+// cannot supply randomness), so there is no error path to get wrong.
+func newToken() string {
+	var b [16]byte
+	_, _ = cryptorand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

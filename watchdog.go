@@ -9,7 +9,7 @@ import (
 	"github.com/dlockdev/dlock/driver"
 )
 
-// keeper is the Locker's watchdog. One goroutine per Locker, running only
+// watchdog keeps a Locker's leases alive. One goroutine per Locker, running only
 // while the Locker has live leases, tracks every lease's schedule:
 //
 //   - an auto-refreshed lease is refreshed a third of its TTL after its
@@ -23,8 +23,11 @@ import (
 //     holder hears of it before the backend can give the lock to anyone
 //     else;
 //   - a lease without auto-refresh is lost at its Expires time.
-type keeper struct {
-	locker *Locker
+type watchdog struct {
+	drv driver.Driver
+	// releaseLost frees, on the backend, a lease given up as lost
+	// (Locker.releaseLost).
+	releaseLost func(name, token string, ttl time.Duration)
 
 	mu      sync.Mutex
 	sched   map[*Lease]*schedule
@@ -50,24 +53,24 @@ type schedule struct {
 // maxBatch bounds one batched refresh call.
 const maxBatch = 1000
 
-func newKeeper(l *Locker) *keeper {
-	return &keeper{locker: l, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+func newWatchdog(drv driver.Driver, releaseLost func(name, token string, ttl time.Duration)) *watchdog {
+	return &watchdog{drv: drv, releaseLost: releaseLost, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-func (k *keeper) add(ls *Lease) {
+func (wd *watchdog) add(ls *Lease) {
 	s := scheduleFor(ls)
-	k.mu.Lock()
-	k.sched[ls] = s
-	start := !k.running
+	wd.mu.Lock()
+	wd.sched[ls] = s
+	start := !wd.running
 	if start {
-		k.running = true
-		k.wg.Add(1)
-		go k.loop()
+		wd.running = true
+		wd.wg.Add(1)
+		go wd.loop()
 	}
-	due := k.wakeAt.IsZero() || s.due().Before(k.wakeAt)
-	k.mu.Unlock()
+	due := wd.wakeAt.IsZero() || s.due().Before(wd.wakeAt)
+	wd.mu.Unlock()
 	if start || due {
-		k.poke()
+		wd.poke()
 	}
 }
 
@@ -94,112 +97,112 @@ func scheduleFor(ls *Lease) *schedule {
 // reschedule recomputes ls's schedule after a confirmed refresh.
 // A confirmed refresh only moves the lease's times later, so the loop
 // needs no wake-up (the watchdog's refresh wakes it once per batch).
-func (k *keeper) reschedule(ls *Lease) {
-	k.mu.Lock()
-	if _, ok := k.sched[ls]; ok {
-		k.sched[ls] = scheduleFor(ls)
+func (wd *watchdog) reschedule(ls *Lease) {
+	wd.mu.Lock()
+	if _, ok := wd.sched[ls]; ok {
+		wd.sched[ls] = scheduleFor(ls)
 	}
-	k.mu.Unlock()
+	wd.mu.Unlock()
 }
 
 // remove forgets ls. The loop is woken only when no lease is left, so
 // that it lingers and exits on time; otherwise its next scan skips ls.
-func (k *keeper) remove(ls *Lease) {
-	k.mu.Lock()
-	delete(k.sched, ls)
-	last := len(k.sched) == 0
-	k.mu.Unlock()
+func (wd *watchdog) remove(ls *Lease) {
+	wd.mu.Lock()
+	delete(wd.sched, ls)
+	last := len(wd.sched) == 0
+	wd.mu.Unlock()
 	if last {
-		k.poke()
+		wd.poke()
 	}
 }
 
-func (k *keeper) poke() {
+func (wd *watchdog) poke() {
 	select {
-	case k.wake <- struct{}{}:
+	case wd.wake <- struct{}{}:
 	default:
 	}
 }
 
 // close stops the loop and waits until it and every refresh in flight
 // have returned. No lease is added after close (Locker.track refuses).
-func (k *keeper) close() {
-	close(k.stop)
-	k.wg.Wait()
+func (wd *watchdog) close() {
+	close(wd.stop)
+	wd.wg.Wait()
 }
 
-// keeperLinger is how long the loop stays up without leases, so that a
+// watchdogLinger is how long the loop stays up without leases, so that a
 // Locker taking short leases one after another does not start and stop a
 // goroutine for each of them.
-const keeperLinger = 200 * time.Millisecond
+const watchdogLinger = 200 * time.Millisecond
 
 // linger waits, with no lease to keep, for a new one (true) or for the
 // linger time or Close to pass (false: the loop must exit).
-func (k *keeper) linger(timer *time.Timer) bool {
-	timer.Reset(keeperLinger)
+func (wd *watchdog) linger(timer *time.Timer) bool {
+	timer.Reset(watchdogLinger)
 	select {
-	case <-k.wake:
+	case <-wd.wake:
 		return true
 	case <-timer.C:
-	case <-k.stop:
+	case <-wd.stop:
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if len(k.sched) > 0 {
+	wd.mu.Lock()
+	defer wd.mu.Unlock()
+	if len(wd.sched) > 0 {
 		return true
 	}
-	k.running = false
+	wd.running = false
 	return false
 }
 
-func (k *keeper) loop() {
-	defer k.wg.Done()
-	defer k.watchEvictions()()
+func (wd *watchdog) loop() {
+	defer wd.wg.Done()
+	defer wd.watchEvictions()()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		due, lost, next, ok := k.scan(time.Now())
+		due, lost, next, ok := wd.scan(time.Now())
 		if !ok {
-			if k.linger(timer) {
+			if wd.linger(timer) {
 				continue
 			}
 			return
 		}
 		for ls, cause := range lost {
-			k.declareLost(ls, cause)
+			wd.declareLost(ls, cause)
 		}
 		for len(due) > 0 {
 			n := min(len(due), maxBatch)
-			k.wg.Add(1)
-			go k.refresh(due[:n])
+			wd.wg.Add(1)
+			go wd.refresh(due[:n])
 			due = due[n:]
 		}
 		timer.Reset(time.Until(next))
 		select {
 		case <-timer.C:
-		case <-k.wake:
+		case <-wd.wake:
 		}
 	}
 }
 
 // scan picks the leases to refresh and to declare lost, and when to look
 // again. ok is false (and the loop must exit) when no lease is left.
-func (k *keeper) scan(now time.Time) (due []*Lease, lost map[*Lease]error, next time.Time, ok bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if len(k.sched) == 0 {
-		k.wakeAt = time.Time{}
+func (wd *watchdog) scan(now time.Time) (due []*Lease, lost map[*Lease]error, next time.Time, ok bool) {
+	wd.mu.Lock()
+	defer wd.mu.Unlock()
+	if len(wd.sched) == 0 {
+		wd.wakeAt = time.Time{}
 		return nil, nil, time.Time{}, false
 	}
-	defer func() { k.wakeAt = next }()
+	defer func() { wd.wakeAt = next }()
 	next = now.Add(time.Hour)
-	for ls, s := range k.sched {
+	for ls, s := range wd.sched {
 		if !now.Before(s.lossAt) {
 			if lost == nil {
 				lost = map[*Lease]error{}
 			}
 			lost[ls] = s.lastErr
-			delete(k.sched, ls)
+			delete(wd.sched, ls)
 			continue
 		}
 		next = earliest(next, s.lossAt)
@@ -230,32 +233,32 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // refresh renews a batch of leases and records each outcome.
-func (k *keeper) refresh(batch []*Lease) {
-	defer k.wg.Done()
-	ctx, cancel := context.WithDeadline(context.Background(), k.deadline(batch))
+func (wd *watchdog) refresh(batch []*Lease) {
+	defer wd.wg.Done()
+	ctx, cancel := context.WithDeadline(context.Background(), wd.deadline(batch))
 	defer cancel()
 	sent := time.Now()
-	results := k.send(ctx, batch)
+	results := wd.send(ctx, batch)
 	for i, ls := range batch {
 		err := results[i]
 		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
-			k.retryLater(ls, err)
+			wd.retryLater(ls, err)
 			continue
 		}
 		// Record the outcome (a new schedule) before clearing inflight, so
 		// that a scan in between does not see the old, due, refreshAt.
 		_ = ls.refreshed(sent, ls.TTL(), err)
-		k.clearInflight(ls)
+		wd.clearInflight(ls)
 	}
-	k.poke()
+	wd.poke()
 }
 
-func (k *keeper) deadline(batch []*Lease) time.Time {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+func (wd *watchdog) deadline(batch []*Lease) time.Time {
+	wd.mu.Lock()
+	defer wd.mu.Unlock()
 	d := time.Now().Add(time.Hour)
 	for _, ls := range batch {
-		if s, ok := k.sched[ls]; ok {
+		if s, ok := wd.sched[ls]; ok {
 			d = earliest(d, s.lossAt)
 		}
 	}
@@ -264,8 +267,8 @@ func (k *keeper) deadline(batch []*Lease) time.Time {
 
 // send refreshes batch in one call if the driver batches, else one call per
 // lease, concurrently. results[i] belongs to batch[i].
-func (k *keeper) send(ctx context.Context, batch []*Lease) []error {
-	drv := k.locker.drv
+func (wd *watchdog) send(ctx context.Context, batch []*Lease) []error {
+	drv := wd.drv
 	if br, ok := drv.(driver.BatchRefresher); ok && len(batch) > 1 {
 		items := make([]driver.RefreshItem, len(batch))
 		for i, ls := range batch {
@@ -292,19 +295,19 @@ func (k *keeper) send(ctx context.Context, batch []*Lease) []error {
 	return results
 }
 
-func (k *keeper) clearInflight(ls *Lease) {
-	k.mu.Lock()
-	if s, ok := k.sched[ls]; ok {
+func (wd *watchdog) clearInflight(ls *Lease) {
+	wd.mu.Lock()
+	if s, ok := wd.sched[ls]; ok {
 		s.inflight = false
 	}
-	k.mu.Unlock()
+	wd.mu.Unlock()
 }
 
 // retryLater schedules another attempt after a transport failure.
-func (k *keeper) retryLater(ls *Lease, err error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if s, ok := k.sched[ls]; ok {
+func (wd *watchdog) retryLater(ls *Lease, err error) {
+	wd.mu.Lock()
+	defer wd.mu.Unlock()
+	if s, ok := wd.sched[ls]; ok {
 		s.inflight = false
 		s.lastErr = err
 		s.retrying = true
@@ -315,9 +318,9 @@ func (k *keeper) retryLater(ls *Lease, err error) {
 // declareLost ends a lease whose refresh could not be confirmed in time,
 // and has the backend release it as soon as it answers again: a refresh
 // still in flight may land late and extend it (see Locker.releaseLost).
-func (k *keeper) declareLost(ls *Lease, cause error) {
+func (wd *watchdog) declareLost(ls *Lease, cause error) {
 	ls.lose(LostUnconfirmed, cause)
 	if ls.auto && !ls.releasing() {
-		k.locker.releaseLost(ls.name, ls.token, ls.TTL())
+		wd.releaseLost(ls.name, ls.token, ls.TTL())
 	}
 }
