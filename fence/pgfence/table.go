@@ -3,10 +3,7 @@ package pgfence
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 
-	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/internal/fencesql"
 	"github.com/jackc/pgx/v5"
 )
@@ -41,19 +38,7 @@ type stmt = fencesql.Stmt
 // statement. A higher fence yields a *fence.StaleError (errors.Is
 // fence.ErrStale); a missing row yields an error matching pgx.ErrNoRows.
 func (t Table) Update(ctx context.Context, q Querier, key any, f uint64, set Values) error {
-	s, err := t.prepare(key, f, set)
-	if err != nil {
-		return err
-	}
-	sql := s.UpdateSQL("$")
-	tag, err := q.Exec(ctx, sql, s.Args...)
-	if err != nil {
-		return MapError(err)
-	}
-	if tag.RowsAffected() > 0 {
-		return nil
-	}
-	return t.rejected(ctx, q, s, key, f)
+	return t.write(ctx, q, key, f, set, stmt.UpdateSQL)
 }
 
 // Upsert inserts the row (key, fence f, set) or, when the key exists,
@@ -61,34 +46,27 @@ func (t Table) Update(ctx context.Context, q Querier, key any, f uint64, set Val
 // statement. The key column needs a unique index. A higher fence yields a
 // *fence.StaleError.
 func (t Table) Upsert(ctx context.Context, q Querier, key any, f uint64, set Values) error {
+	return t.write(ctx, q, key, f, set, stmt.UpsertSQL)
+}
+
+// write runs one fenced statement built by build; a write that matched no
+// row reads the current fence (a fresh snapshot under READ COMMITTED) to
+// say why.
+func (t Table) write(ctx context.Context, q Querier, key any, f uint64, set Values, build func(stmt, string) string) error {
 	s, err := t.prepare(key, f, set)
 	if err != nil {
 		return err
 	}
-	sql := s.UpsertSQL("$")
-	tag, err := q.Exec(ctx, sql, s.Args...)
+	tag, err := q.Exec(ctx, build(s, "$"), s.Args...)
 	if err != nil {
 		return MapError(err)
 	}
 	if tag.RowsAffected() > 0 {
 		return nil
 	}
-	return t.rejected(ctx, q, s, key, f)
-}
-
-// rejected builds the error for a write that matched no row: it reads the
-// current fence (a fresh snapshot under READ COMMITTED) to say why.
-func (t Table) rejected(ctx context.Context, q Querier, s stmt, key any, f uint64) error {
 	var cur int64
-	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", s.Fence, s.Table, s.Key)
-	err := q.QueryRow(ctx, sql, key).Scan(&cur)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("pgfence: %s: no row with %s = %v: %w", t.Name, t.Key, key, pgx.ErrNoRows)
-	}
-	if err != nil {
-		return fmt.Errorf("pgfence: %s: write with fence %d matched no row, and reading the current fence failed: %w", t.Name, f, err)
-	}
-	return &fence.StaleError{Key: fmt.Sprintf("%s[%v]", t.Name, key), Offered: f, Current: uint64(cur)}
+	err = q.QueryRow(ctx, s.CurrentSQL("$1"), key).Scan(&cur)
+	return fencesql.Rejected("pgfence", t.Name, t.Key, key, f, cur, err, pgx.ErrNoRows)
 }
 
 // Current returns the fence stored on key's row.
@@ -98,6 +76,6 @@ func (t Table) Current(ctx context.Context, q Querier, key any) (uint64, error) 
 		return 0, err
 	}
 	var cur int64
-	err = q.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = $1", s.Fence, s.Table, s.Key), key).Scan(&cur)
+	err = q.QueryRow(ctx, s.CurrentSQL("$1"), key).Scan(&cur)
 	return uint64(cur), err
 }

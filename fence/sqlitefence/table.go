@@ -4,12 +4,10 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/internal/fencesql"
 )
 
@@ -56,27 +54,23 @@ type stmt = fencesql.Stmt
 // if its fence is not higher than f; one statement. A higher fence yields
 // a *fence.StaleError; a missing row an error matching sql.ErrNoRows.
 func (t Table) Update(ctx context.Context, db DB, key any, f uint64, set Values) error {
-	s, err := t.prepare(key, f, set)
-	if err != nil {
-		return err
-	}
-	q := s.UpdateSQL("?")
-	return t.finish(ctx, db, s, key, f, q)
+	return t.write(ctx, db, key, f, set, stmt.UpdateSQL)
 }
 
 // Upsert inserts the row or, when key exists, updates it if its fence is
 // not higher than f; one INSERT ... ON CONFLICT statement.
 func (t Table) Upsert(ctx context.Context, db DB, key any, f uint64, set Values) error {
+	return t.write(ctx, db, key, f, set, stmt.UpsertSQL)
+}
+
+// write runs one fenced statement built by build; a write that matched no
+// row reads the current fence to say why.
+func (t Table) write(ctx context.Context, db DB, key any, f uint64, set Values, build func(stmt, string) string) error {
 	s, err := t.prepare(key, f, set)
 	if err != nil {
 		return err
 	}
-	q := s.UpsertSQL("?")
-	return t.finish(ctx, db, s, key, f, q)
-}
-
-func (t Table) finish(ctx context.Context, db DB, s stmt, key any, f uint64, q string) error {
-	res, err := db.ExecContext(ctx, q, s.Args...)
+	res, err := db.ExecContext(ctx, build(s, "?"), s.Args...)
 	if err != nil {
 		return MapError(err)
 	}
@@ -84,14 +78,8 @@ func (t Table) finish(ctx context.Context, db DB, s stmt, key any, f uint64, q s
 		return nil
 	}
 	var cur int64
-	err = db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?1", s.Fence, s.Table, s.Key), key).Scan(&cur)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlitefence: %s: no row with %s = %v: %w", t.Name, t.Key, key, sql.ErrNoRows)
-	}
-	if err != nil {
-		return fmt.Errorf("sqlitefence: %s: write with fence %d matched no row, and reading the current fence failed: %w", t.Name, f, err)
-	}
-	return &fence.StaleError{Key: fmt.Sprintf("%s[%v]", t.Name, key), Offered: f, Current: uint64(cur)}
+	err = db.QueryRowContext(ctx, s.CurrentSQL("?1"), key).Scan(&cur)
+	return fencesql.Rejected("sqlitefence", t.Name, t.Key, key, f, cur, err, sql.ErrNoRows)
 }
 
 // Current returns the fence stored on key's row.
@@ -101,6 +89,6 @@ func (t Table) Current(ctx context.Context, db DB, key any) (uint64, error) {
 		return 0, err
 	}
 	var cur int64
-	err = db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?1", s.Fence, s.Table, s.Key), key).Scan(&cur)
+	err = db.QueryRowContext(ctx, s.CurrentSQL("?1"), key).Scan(&cur)
 	return uint64(cur), err
 }
