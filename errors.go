@@ -42,7 +42,7 @@ type HeldError struct {
 
 // Error describes the holder as far as the backend knows it.
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("dlock: %q is held by %s", e.Name, e.Holder.describe())
+	return fmt.Sprintf("dlock: %q is held by %s", e.Name, e.Holder.String())
 }
 
 // Is reports whether target is ErrNotAcquired.
@@ -124,14 +124,32 @@ func holderFrom(h driver.Holder) Holder {
 	return Holder{Name: h.Name, Owner: h.Owner, Fence: h.Fence, TTL: h.TTL}
 }
 
-func (h Holder) describe() string {
+// String describes the holder for people: its owner, fence and the time
+// left, e.g. "vm/24413, fence 1, 29s left" (whole seconds above 10 s),
+// or "no expiry (session-bound)" for a lock that lives as long as its
+// session. It is the text of a HeldError.
+func (h Holder) String() string {
 	owner := h.Owner
 	if owner == "" {
 		owner = "an unknown owner"
 	}
-	s := fmt.Sprintf("%s, fence %d", owner, h.Fence)
+	s := owner
+	if h.Fence > 0 {
+		s += fmt.Sprintf(", fence %d", h.Fence)
+	}
 	if h.TTL >= 0 {
-		s += fmt.Sprintf(", %s left", h.TTL.Round(time.Millisecond))
+		s += ", " + roundLeft(h.TTL).String() + " left"
+	} else {
+		s += ", no expiry (session-bound)"
 	}
 	return s
+}
+
+// roundLeft rounds a time left for people: whole seconds above 10 s,
+// milliseconds below.
+func roundLeft(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
 }

@@ -130,7 +130,7 @@ func roleBillingFixed(ctx context.Context, w *worker) error {
 	lease, err := w.acquire(ctx)
 	var held *dlock.HeldError
 	if errors.As(err, &held) {
-		w.say("lock held by %s; skipping tonight's run", describeHolder(held.Holder))
+		w.say("lock held by %s; skipping tonight's run", held.Holder.String())
 		return nil
 	}
 	if err != nil {

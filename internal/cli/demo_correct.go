@@ -107,7 +107,7 @@ func roleScheduler(ctx context.Context, w *worker) error {
 	lease, err := l.TryAcquire(ctx, w.opts.Name)
 	var held *dlock.HeldError
 	if errors.As(err, &held) {
-		w.say("lock held by %s: skipping the job", describeHolder(held.Holder))
+		w.say("lock held by %s: skipping the job", held.Holder.String())
 		return record(ctx, w.res, w.opts.Label, "skipped", nowMs())
 	}
 	if err != nil {

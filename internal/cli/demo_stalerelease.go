@@ -109,7 +109,7 @@ func (e *demoEnv) tokenStaleRelease(ctx context.Context, name string) (string, e
 	keptBy := "nobody"
 	if err == nil && ok {
 		keptBy = h.Owner
-		e.say("--", "inspect: held by %s", describeHolder(h))
+		e.say("--", "inspect: held by %s", h.String())
 	}
 	return keptBy, e.waitAll(ctx, []*proc{b}, time.Minute)
 }

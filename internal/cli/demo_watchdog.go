@@ -95,7 +95,7 @@ func roleWatchdogProbe(ctx context.Context, w *worker) error {
 		switch {
 		case errors.As(err, &held):
 			if tries == 1 {
-				w.say("held by %s; trying every %s", describeHolder(held.Holder), w.opts.TTL/2)
+				w.say("held by %s; trying every %s", held.Holder.String(), w.opts.TTL/2)
 			}
 		case err != nil:
 			return err

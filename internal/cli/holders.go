@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/dlockdev/dlock"
 )
@@ -46,4 +47,13 @@ func writeHolderTable(w io.Writer, hs []dlock.Holder) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", h.Name, h.Owner, h.Fence, left)
 	}
 	return tw.Flush()
+}
+
+// roundLeft rounds a time left as dlock.Holder's String does: whole
+// seconds above 10 s, milliseconds below.
+func roundLeft(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
 }

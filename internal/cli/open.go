@@ -54,29 +54,7 @@ type discardLogger struct{}
 
 func (discardLogger) Printf(context.Context, string, ...any) {}
 
-// describeHolder says who holds a lock in one phrase: "OWNER, fence N, 12s left".
-func describeHolder(h dlock.Holder) string {
-	owner := h.Owner
-	if owner == "" {
-		owner = "an unknown owner"
-	}
-	s := owner
-	if h.Fence > 0 {
-		s += ", fence " + uitoa(h.Fence)
-	}
-	if h.TTL >= 0 {
-		s += ", " + roundLeft(h.TTL).String() + " left"
-	} else {
-		s += ", no expiry (session-bound)"
-	}
-	return s
-}
 
-// roundLeft rounds a time left for people: whole seconds above 10s,
-// milliseconds below.
-func roundLeft(d time.Duration) time.Duration {
-	if d >= 10*time.Second {
-		return d.Round(time.Second)
-	}
-	return d.Round(time.Millisecond)
-}
+// describeHolder says who holds a lock in one phrase: "OWNER, fence N, 12s
+// left" (dlock.Holder's String).
+func describeHolder(h dlock.Holder) string { return h.String() }
