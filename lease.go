@@ -13,6 +13,24 @@ import (
 // caller's cancellation so that a canceled request still frees its lock.
 const releaseTimeout = 5 * time.Second
 
+// minReleaseBudget is the least a release is given when the caller's
+// deadline is nearer or past: enough for one round trip to a healthy
+// backend, so that a request whose deadline ran out still frees its lock.
+const minReleaseBudget = 250 * time.Millisecond
+
+// releaseContext is the context of a release: detached from ctx's
+// cancellation, bounded by releaseTimeout or by ctx's deadline when that is
+// nearer (but never below minReleaseBudget), so that a caller with a
+// deadline, such as a process that must exit within a grace period, is not
+// held past it by an unreachable backend.
+func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	budget := releaseTimeout
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, max(time.Until(d), minReleaseBudget))
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), budget)
+}
+
 // Lease is one grant of a named lock. It is safe for concurrent use.
 //
 // Done and Err follow context.Context's contract: Done is closed when the
@@ -189,7 +207,8 @@ func lostReason(err error) string {
 
 // Release frees the lock if this lease still holds it (token-checked) and
 // wakes waiters. It works even when ctx is already canceled: it runs under
-// its own context, detached from ctx's cancellation and bounded by 5 s.
+// its own context, detached from ctx's cancellation and bounded by 5 s, or
+// by ctx's deadline when that is nearer (with at least 250 ms to try).
 // It returns nil on success, a *LostError (matching ErrLost) when the lock
 // had already been lost (another holder's lock is never touched), and
 // ErrReleased when called again.
@@ -198,7 +217,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 	if again {
 		return prior
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	rctx, cancel := releaseContext(ctx)
 	defer cancel()
 	return ls.settleRelease(prior, ls.host.driver().Release(rctx, ls.name, ls.token))
 }

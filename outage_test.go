@@ -280,3 +280,39 @@ func TestLostLeaseReleaseIsTokenChecked(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseHonoursDeadline: a release on a frozen backend gives up at the
+// caller's deadline when that is nearer than its own 5 s (with 250 ms at
+// least, even for a deadline already past), and at 5 s without one.
+func TestReleaseHonoursDeadline(t *testing.T) {
+	for _, c := range []struct {
+		deadline time.Duration // 0: none; negative: already past
+		want     time.Duration
+	}{{time.Second, time.Second}, {-time.Second, 250 * time.Millisecond}, {0, 5 * time.Second}} {
+		synctest.Test(t, func(t *testing.T) {
+			d := newFrozen(t, memlock.NewStore())
+			l := wrap(t, d)
+			defer l.Close()
+			defer d.unfreeze()
+			ls, err := l.TryAcquire(t.Context(), "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			if c.deadline != 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, c.deadline)
+				defer cancel()
+			}
+			d.freeze()
+			start := time.Now()
+			err = ls.Release(ctx)
+			if took := time.Since(start); took != c.want {
+				t.Errorf("deadline %s: Release took %s, want %s", c.deadline, took, c.want)
+			}
+			if !errors.Is(err, dlock.ErrBackend) {
+				t.Errorf("Release on a frozen backend = %v, want ErrBackend", err)
+			}
+		})
+	}
+}

@@ -51,7 +51,7 @@ func releaseBatch(ctx context.Context, br driver.BatchReleaser, leases []*Lease)
 		}
 		pending, priors = append(pending, ls), append(priors, prior)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	rctx, cancel := releaseContext(ctx)
 	defer cancel()
 	for start := 0; start < len(pending); start += maxBatch {
 		chunk := pending[start:min(start+maxBatch, len(pending))]
