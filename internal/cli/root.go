@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dlockdev/dlock/internal/jobguard"
 	"github.com/spf13/cobra"
 )
 
@@ -22,6 +23,12 @@ type globalOptions struct {
 // Main runs the dlock command with the process's arguments and standard
 // streams and returns the exit code.
 func Main() int {
+	if jobguard.IsGuard() {
+		return jobguard.Main()
+	}
+	// A job's orphans are re-parented to dlock, never to init, so that
+	// dlock can kill them if its guard process dies (see dlock run --help).
+	_ = jobguard.BecomeSubreaper()
 	quietClients()
 	return Execute(context.Background(), os.Args[1:], SystemIO())
 }
@@ -61,6 +68,12 @@ postgres://, etcd://, file://, mem:// (those linked into this binary are listed 
 Start here: dlock demo`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// Bare `dlock`: the help, on stderr, and the usage exit code.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(io.Err)
+			_ = cmd.Help()
+			return exitWith(ExitUsage, nil)
+		},
 	}
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 // runOptions configures `dlock run`.
@@ -67,7 +68,7 @@ terminal; stdin is still passed through for pipes and files.`,
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.DurationVar(&opts.Wait, "wait", 0, "how long to wait for a held lock (0: one attempt)")
+	f.Var(waitFlag{&opts.Wait}, "wait", `how long to wait for a held lock (0: one attempt; "forever": no bound)`)
 	f.DurationVar(&opts.TTL, "ttl", dlock.DefaultTTL, "lease length; refreshed every ttl/3 while the command runs")
 	f.DurationVar(&opts.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	f.IntVar(&opts.ConflictExitCode, "conflict-exit-code", ExitHeld, "exit code when the lock is held elsewhere")
@@ -77,8 +78,12 @@ terminal; stdin is still passed through for pipes and files.`,
 
 func (o *runOptions) validate() error {
 	switch {
+	case o.Name == "":
+		return usageErr(`lock name "" is empty (usage: dlock run [flags] NAME -- COMMAND [ARGS...])`)
 	case len(o.Command) == 0:
 		return usageErr("no command to run (usage: dlock run [flags] NAME -- COMMAND [ARGS...])")
+	case o.TTL <= 0:
+		return usageErr("--ttl %s is not positive (the lease length, e.g. --ttl 30s)", o.TTL)
 	case o.Wait < 0:
 		return usageErr("--wait %s is negative", o.Wait)
 	case o.Grace < 0:
@@ -102,6 +107,9 @@ func runRun(ctx context.Context, opts *runOptions, io *IO) error {
 	if err := opts.validate(); err != nil {
 		return err
 	}
+	if err := checkCommand(opts.Command[0]); err != nil {
+		return err
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
@@ -110,12 +118,12 @@ func runRun(ctx context.Context, opts *runOptions, io *IO) error {
 	if err != nil {
 		return err
 	}
-	defer l.Close()
 	lease, err := acquireForRun(ctx, l, opts, io, sigs)
 	if err != nil {
+		_ = l.Close()
 		return err
 	}
-	return superviseCommand(lease, opts, io, sigs)
+	return superviseCommand(l, lease, opts, io, sigs)
 }
 
 // acquireForRun takes the lock; a signal while waiting gives up the wait.
@@ -156,10 +164,15 @@ var errBackendSilent = fmt.Errorf("no answer from the backend within %s", backen
 func acquireError(opts *runOptions, err, cause error) error {
 	var sig signalError
 	if errors.As(cause, &sig) {
-		return exitWith(128+int(sig.s), fmt.Errorf("interrupted by %s while waiting for %q", sig.s, opts.Name))
+		return exitWith(128+int(sig.s), fmt.Errorf("interrupted by %s while waiting for %q", unix.SignalName(sig.s), opts.Name))
 	}
 	if errors.Is(cause, errBackendSilent) {
 		return fmt.Errorf("acquire %q: %w", opts.Name, errBackendSilent)
+	}
+	if errors.Is(err, dlock.ErrInvalidArgument) {
+		// The URL was parsed when the Locker was opened: what is left is
+		// the name, --ttl, --wait or --owner, all given on the command line.
+		return exitWith(ExitUsage, err)
 	}
 	var held *dlock.HeldError
 	if errors.As(err, &held) {
@@ -176,4 +189,32 @@ func acquireError(opts *runOptions, err, cause error) error {
 // signalError is the cause of a wait given up because of a signal.
 type signalError struct{ s syscall.Signal }
 
-func (e signalError) Error() string { return "interrupted by " + e.s.String() }
+func (e signalError) Error() string { return "interrupted by " + unix.SignalName(e.s) }
+
+// waitFlag is --wait: a duration, or "forever" (dlock.Forever).
+type waitFlag struct{ d *time.Duration }
+
+func (w waitFlag) String() string {
+	if w.d != nil && *w.d == dlock.Forever {
+		return "forever"
+	}
+	if w.d == nil {
+		return "0s"
+	}
+	return w.d.String()
+}
+
+func (w waitFlag) Set(s string) error {
+	if s == "forever" {
+		*w.d = dlock.Forever
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is neither a duration (30s, 5m) nor forever", s)
+	}
+	*w.d = d
+	return nil
+}
+
+func (w waitFlag) Type() string { return "duration" }
