@@ -39,18 +39,41 @@ func newRunCmd(g *globalOptions, io *IO) *cobra.Command {
 With --wait 0 (the default, right for a cron job duplicated on two hosts) dlock
 makes one attempt; if the lock is held elsewhere it prints one line naming the
 holder, its fence and its time left, and exits with --conflict-exit-code (75).
+--wait 5m waits up to five minutes, --wait forever without a bound.
 
 The command runs in its own process group with DLOCK_NAME, DLOCK_FENCE and
 DLOCK_TOKEN in its environment, so that it can fence its own writes.
 DLOCK_URL is passed on only when it holds no password. The lease is refreshed
-every TTL/3 while the command runs. If it is lost anyway (the backend expired
-it, another holder took it, or no refresh could be confirmed in time), dlock
-sends SIGTERM to the command's process group, SIGKILL after --grace, says so on
-stderr and exits 76. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are
-forwarded to the command; the lock is released once the command has exited,
-and dlock exits with the command's exit code (128+N when killed by signal N).
-If dlock itself is killed, the command gets SIGTERM (Linux parent-death
-signal): it must not run on without the lease.
+every TTL/3 while the command runs.
+
+The job never outlives the lease. The job is the command and every process it
+starts, including those that leave its process group (setsid, a double fork).
+- If the lease is lost (the backend expired it, another holder took it, an
+  admin force-released it, or no refresh could be confirmed in time), dlock
+  says so on stderr and sends SIGTERM to the whole job, SIGKILL after --grace,
+  and exits 76: at most --grace (plus the milliseconds the kill takes) after
+  the loss line, whether or not the backend still answers.
+- If dlock itself dies without a chance to clean up (kill -9, the OOM killer),
+  the job is SIGKILLed within milliseconds, long before the lease can expire:
+  the command runs under a small guard process (dlock re-executed) that is a
+  child subreaper, so that orphans of the job stay below it, and that watches
+  a pipe whose only write end dlock holds; the pipe's end is dlock's death.
+- If the guard is killed, dlock (a subreaper too) kills the job and exits 1.
+- When the command exits, processes it left running get SIGTERM, SIGKILL after
+  --grace, before the lock is released.
+Limits: processes the job hands to something outside it are not followed (a
+system service asked to start them: systemd-run, at, a container runtime,
+ssh). Processes running as another user (sudo, setuid programs) can be
+signalled only when dlock runs as root. If dlock and its guard are SIGKILLed
+at the same instant, only the parent-death signal is left, which reaches the
+command but not its children. A fork bomb can outrun the kill loop, which
+gives up after 5s. For a hard boundary, run dlock in its own cgroup:
+systemd-run --scope dlock run ...
+
+SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are forwarded to the whole
+job; the lock is released once the job has ended, and dlock exits with the
+command's exit code (128+N when killed by signal N). A command that cannot be
+found exits 127, one that cannot be executed 126, as in a shell.
 
 The command runs in a background process group, so it cannot read from the
 terminal; stdin is still passed through for pipes and files.`,
