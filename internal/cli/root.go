@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/internal/jobguard"
 	"github.com/spf13/cobra"
 )
@@ -106,12 +109,43 @@ func isCobraUsage(err error) bool {
 }
 
 // args wraps a cobra positional-argument check so that its failure is a
-// usage error naming the command's synopsis.
+// usage error naming the command's synopsis. A command whose first operand
+// is a lock name (its synopsis says NAME) also gets the name checked, so
+// that an empty or malformed name is a usage error (exit 2) before any
+// backend is opened.
 func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if err := check(cmd, a); err != nil {
 			return usageErr("%v (usage: %s)", err, cmd.UseLine())
 		}
+		if len(a) > 0 && takesName(cmd.Use) {
+			if err := checkName(a[0]); err != nil {
+				return usageErr("%v (usage: %s)", err, cmd.UseLine())
+			}
+		}
 		return nil
 	}
+}
+
+// takesName reports whether a synopsis's first operand is NAME.
+func takesName(use string) bool {
+	for _, w := range strings.Fields(use)[1:] {
+		if !strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "[") {
+			return w == "NAME"
+		}
+	}
+	return false
+}
+
+// checkName applies dlock's rules for lock names.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New(`lock name "" is empty`)
+	case len(name) > dlock.MaxNameLen:
+		return fmt.Errorf("lock name %.32q... is %d bytes, longer than %d", name, len(name), dlock.MaxNameLen)
+	case !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Errorf("lock name %q: want printable UTF-8 without control characters", name)
+	}
+	return nil
 }

@@ -101,8 +101,8 @@ terminal; stdin is still passed through for pipes and files.`,
 
 func (o *runOptions) validate() error {
 	switch {
-	case o.Name == "":
-		return usageErr(`lock name "" is empty (usage: dlock run [flags] NAME -- COMMAND [ARGS...])`)
+	case checkName(o.Name) != nil:
+		return usageErr("%v (usage: dlock run [flags] NAME -- COMMAND [ARGS...])", checkName(o.Name))
 	case len(o.Command) == 0:
 		return usageErr("no command to run (usage: dlock run [flags] NAME -- COMMAND [ARGS...])")
 	case o.TTL <= 0:
