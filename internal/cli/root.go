@@ -88,6 +88,7 @@ Start here: dlock demo`,
 		newRunCmd(g, io), newLsCmd(g, io), newInspectCmd(g, io),
 		newReleaseCmd(g, io), newMigrateCmd(g, io), newVersionCmd(io),
 		newBenchCmd(g, io), newDemoCmd(g, io), newDemoWorkerCmd(io),
+		newDoctorCmd(g, io),
 	)
 	return root
 }
