@@ -51,8 +51,9 @@ starts, including those that leave its process group (setsid, a double fork).
 - If the lease is lost (the backend expired it, another holder took it, an
   admin force-released it, or no refresh could be confirmed in time), dlock
   says so on stderr and sends SIGTERM to the whole job, SIGKILL after --grace,
-  and exits 76: at most --grace (plus the milliseconds the kill takes) after
-  the loss line, whether or not the backend still answers.
+  and exits 76: at most --grace after the loss line (plus the milliseconds
+  the kill takes, or a second if the guard process does not answer), whether
+  or not the backend still answers.
 - If dlock itself dies without a chance to clean up (kill -9, the OOM killer),
   the job is SIGKILLed within milliseconds, long before the lease can expire:
   the command runs under a small guard process (dlock re-executed) that is a

@@ -277,3 +277,35 @@ func TestRunJobGetsNoGuardDescriptors(t *testing.T) {
 		}
 	}
 }
+
+// TestRunLostLeaseWithStoppedGuard: the guard is stopped (SIGSTOP) when the
+// lease is lost. At the end of the grace dlock kills the guard's
+// descendants itself, gives the silent guard a second, and exits 76; the
+// guard, once continued, finds dlock gone and exits.
+func TestRunLostLeaseWithStoppedGuard(t *testing.T) {
+	const grace = time.Second
+	dir := t.TempDir()
+	env := []string{"DLOCK_URL=" + fileURL(t), "PIDS=" + filepath.Join(dir, "pids")}
+	var out, errb syncBuffer
+	d := startDlock(t, env, &out, &errb, "run", "--ttl", "3s", "--grace", grace.String(), "k", "--", "sh", "-c",
+		`trap '' TERM; echo $$ >> "$PIDS"; setsid sh -c 'trap "" TERM; echo $$ >> "$PIDS"; while :; do sleep 0.05; done' & while :; do sleep 0.05; done`)
+	pids := readPids(t, filepath.Join(dir, "pids"), 2)
+	guard := ppidOf(t, pids[0])
+	_ = syscall.Kill(guard, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = syscall.Kill(guard, syscall.SIGKILL) })
+	if r := runBin(t, env[:1], "release", "--force", "k"); r.code != 0 {
+		t.Fatalf("release --force: %d %s", r.code, r.stderr)
+	}
+	lossAt := waitFor(t, &errb, "sending SIGTERM", 30*time.Second)
+	_ = d.Wait()
+	t.Logf("loss line -> dlock exited with its guard stopped (grace %s): %s", grace, time.Since(lossAt).Round(time.Millisecond))
+	if code := d.ProcessState.ExitCode(); code != ExitLeaseLost {
+		t.Errorf("exit %d, want %d; stderr %s", code, ExitLeaseLost, errb.String())
+	}
+	if !strings.Contains(errb.String(), "did not report") {
+		t.Errorf("stderr does not say the guard was silent: %s", errb.String())
+	}
+	untilGone(t, pids, time.Now(), time.Second)
+	_ = syscall.Kill(guard, syscall.SIGCONT)
+	untilGone(t, []int{guard}, time.Now(), 10*time.Second)
+}

@@ -107,26 +107,39 @@ func superviseCommand(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, io 
 		_, _ = releaseAndClose(l, lease, releaseBudget)
 		return err
 	}
-	lost, deadline := watchChild(job, lease, opts, io, sigs)
-	res := job.Wait()
+	w := watchChild(job, lease, opts, io, sigs)
+	res := jobguard.Result{Err: errGuardSilent}
+	if w.ended {
+		res = job.Wait()
+	}
 	budget := releaseBudget
-	if lost != nil {
+	if w.lost != nil {
 		// The lease is gone already: releasing is only a courtesy, and must
 		// not keep dlock past the grace period on an unreachable backend.
-		budget = min(max(time.Until(deadline), minLostBudget), releaseBudget/5)
+		budget = min(max(time.Until(w.deadline), minLostBudget), releaseBudget/5)
 	}
 	relErr, timedOut := releaseAndClose(l, lease, budget)
+	lost := w.lost
 	if lost == nil && errors.Is(relErr, dlock.ErrLost) {
 		lost = relErr
 	}
 	return runOutcome(opts, io, res, lost, relErr, timedOut)
 }
 
+// errGuardSilent: the guard did not report the end of the job after
+// SIGKILL (it is stopped or starved); dlock exits without it, and the
+// guard, on finding dlock gone, kills whatever is left.
+var errGuardSilent = errors.New("the guard process did not report the end of the command")
+
 func runOutcome(opts *runOptions, io *IO, res jobguard.Result, lost, relErr error, timedOut bool) error {
-	if res.Err != nil {
+	if res.Err != nil && lost == nil {
 		return fmt.Errorf("%w; lock %q released", res.Err, opts.Name)
 	}
 	code := exitCode(res.Status)
+	if lost != nil && res.Err != nil {
+		return exitWith(ExitLeaseLost, fmt.Errorf("lease on %q was lost while the command ran (%v); exiting %d",
+			opts.Name, res.Err, ExitLeaseLost))
+	}
 	if lost != nil {
 		return exitWith(ExitLeaseLost, fmt.Errorf("lease on %q was lost while the command ran (command exit status %d); exiting %d",
 			opts.Name, code, ExitLeaseLost))
@@ -169,33 +182,47 @@ func releaseAndClose(l *dlock.Locker, lease *dlock.Lease, budget time.Duration) 
 	}
 }
 
+// killWait bounds the wait for the guard's report after SIGKILL.
+const killWait = time.Second
+
+// watched is how watchChild ended.
+type watched struct {
+	lost     error     // the lease's loss, if it was lost while the job ran
+	deadline time.Time // the end of the grace period after the loss
+	ended    bool      // false: the guard never reported the job's end
+}
+
 // watchChild waits for the job to end. It forwards signals, and on loss of
-// the lease sends SIGTERM to the whole job, then SIGKILL after the grace.
-// It returns the lease's loss, if the lease was lost while the job ran,
-// and the end of the grace period.
-func watchChild(job *jobguard.Job, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) (lost error, deadline time.Time) {
+// the lease sends SIGTERM to the whole job, then SIGKILL after the grace,
+// and gives up waiting for the guard killWait later.
+func watchChild(job *jobguard.Job, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) watched {
+	var w watched
 	done := lease.Done()
-	var grace <-chan time.Time
+	var grace, stuck <-chan time.Time
 	for {
 		select {
 		case <-job.Done():
-			return lost, deadline
+			w.ended = true
+			return w
 		case s := <-sigs:
 			_ = job.Signal(s.(syscall.Signal))
 		case <-done:
 			done = nil
-			if lost = lease.Err(); !errors.Is(lost, dlock.ErrLost) {
-				lost = nil
+			if w.lost = lease.Err(); !errors.Is(w.lost, dlock.ErrLost) {
+				w.lost = nil
 				continue
 			}
-			deadline = time.Now().Add(opts.Grace)
-			fmt.Fprintln(io.Err, errorLine(fmt.Errorf("%v; sending SIGTERM to the command (process group %d and every process it started)", lost, job.Pid())))
+			w.deadline = time.Now().Add(opts.Grace)
+			fmt.Fprintln(io.Err, errorLine(fmt.Errorf("%v; sending SIGTERM to the command (process group %d and every process it started)", w.lost, job.Pid())))
 			_ = job.Signal(syscall.SIGTERM)
 			grace = time.After(opts.Grace)
 		case <-grace:
 			grace = nil
 			fmt.Fprintln(io.Err, errorLine(fmt.Errorf("command still running %s after SIGTERM; sending SIGKILL", opts.Grace)))
-			_ = job.Signal(syscall.SIGKILL)
+			job.Kill()
+			stuck = time.After(killWait)
+		case <-stuck:
+			return w
 		}
 	}
 }

@@ -219,6 +219,21 @@ func (j *Job) Signal(s syscall.Signal) error {
 	return err
 }
 
+// Kill has the guard SIGKILL the whole job, and kills the guard's
+// descendants from this process too, so that the job dies even if the
+// guard is stopped or starved. It returns once no process of the job is
+// left alive, or after a second.
+func (j *Job) Kill() {
+	_ = j.Signal(syscall.SIGKILL)
+	select {
+	case <-j.done: // the guard is reaped: its pid may be reused
+		return
+	default:
+	}
+	t := tree{root: j.guard.Process.Pid, descendants: true, pgid: j.pid}
+	_ = t.kill(time.Second)
+}
+
 // Done is closed when the job has ended and the guard has exited.
 func (j *Job) Done() <-chan struct{} { return j.done }
 
