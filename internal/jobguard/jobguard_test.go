@@ -78,6 +78,18 @@ func TestExitStatusPassesThrough(t *testing.T) {
 	}
 }
 
+// TestMarkerNotPassedOn: the job does not inherit the guard's marker (a
+// dlock run inside the job would take itself for a guard).
+func TestMarkerNotPassedOn(t *testing.T) {
+	j, out := start(t, time.Second, "env")
+	if res := j.Wait(); res.Err != nil || res.Status.ExitStatus() != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	if strings.Contains(out.String(), envMarker) || !strings.Contains(out.String(), "PATH=") {
+		t.Errorf("the job's environment carries %s (or is empty): %q", envMarker, out.String())
+	}
+}
+
 func TestSignalReachesEscapees(t *testing.T) {
 	pids := filepath.Join(t.TempDir(), "pids")
 	j, _ := start(t, time.Second,
