@@ -15,6 +15,8 @@ const (
 	ExitError = 1
 	// ExitUsage: bad flags or arguments.
 	ExitUsage = 2
+	// ExitUnsafe: `dlock doctor` found the deployment unsafe.
+	ExitUnsafe = 3
 	// ExitHeld: the lock is held elsewhere (EX_TEMPFAIL); `dlock run`
 	// lets --conflict-exit-code change it.
 	ExitHeld = 75
@@ -26,10 +28,13 @@ const (
 const exitCodesHelp = `Exit codes:
   0    success (dlock run: the command's own exit code is passed through)
   1    error: backend unreachable, bad URL, authentication failed, ...
-  2    usage: bad flags or arguments
+  2    usage: bad flags or arguments (dlock without arguments prints help)
+  3    dlock doctor: a check found the deployment unsafe
   75   the lock is held elsewhere (dlock run --conflict-exit-code changes it)
   76   dlock run: the lease was lost while the command ran; the command was
        sent SIGTERM (and SIGKILL after --grace)
+  126  dlock run: the command cannot be executed
+  127  dlock run: the command was not found
   128+N  dlock run: the command was killed by signal N`
 
 // exitError carries an exit code and an optional one-line message.

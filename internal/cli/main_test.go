@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockdev/dlock/internal/jobguard"
 	"go.uber.org/goleak"
 )
 
@@ -20,6 +21,9 @@ var dlockBin string
 // TestMain builds cmd/dlock once, runs the tests, removes the binary and
 // fails on leaked goroutines.
 func TestMain(m *testing.M) {
+	if jobguard.IsGuard() { // runRun in this process re-executes it as the guard
+		os.Exit(jobguard.Main())
+	}
 	dir, err := os.MkdirTemp("", "dlock-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

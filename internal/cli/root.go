@@ -9,7 +9,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/jobguard"
 	"github.com/spf13/cobra"
 )
 
@@ -22,6 +26,12 @@ type globalOptions struct {
 // Main runs the dlock command with the process's arguments and standard
 // streams and returns the exit code.
 func Main() int {
+	if jobguard.IsGuard() {
+		return jobguard.Main()
+	}
+	// A job's orphans are re-parented to dlock, never to init, so that
+	// dlock can kill them if its guard process dies (see dlock run --help).
+	_ = jobguard.BecomeSubreaper()
 	quietClients()
 	return Execute(context.Background(), os.Args[1:], SystemIO())
 }
@@ -61,6 +71,12 @@ postgres://, etcd://, file://, mem:// (those linked into this binary are listed 
 Start here: dlock demo`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// Bare `dlock`: the help, on stderr, and the usage exit code.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(io.Err)
+			_ = cmd.Help()
+			return exitWith(ExitUsage, nil)
+		},
 	}
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
@@ -72,6 +88,7 @@ Start here: dlock demo`,
 		newRunCmd(g, io), newLsCmd(g, io), newInspectCmd(g, io),
 		newReleaseCmd(g, io), newMigrateCmd(g, io), newVersionCmd(io),
 		newBenchCmd(g, io), newDemoCmd(g, io), newDemoWorkerCmd(io),
+		newDoctorCmd(g, io),
 	)
 	return root
 }
@@ -93,12 +110,43 @@ func isCobraUsage(err error) bool {
 }
 
 // args wraps a cobra positional-argument check so that its failure is a
-// usage error naming the command's synopsis.
+// usage error naming the command's synopsis. A command whose first operand
+// is a lock name (its synopsis says NAME) also gets the name checked, so
+// that an empty or malformed name is a usage error (exit 2) before any
+// backend is opened.
 func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if err := check(cmd, a); err != nil {
 			return usageErr("%v (usage: %s)", err, cmd.UseLine())
 		}
+		if len(a) > 0 && takesName(cmd.Use) {
+			if err := checkName(a[0]); err != nil {
+				return usageErr("%v (usage: %s)", err, cmd.UseLine())
+			}
+		}
 		return nil
 	}
+}
+
+// takesName reports whether a synopsis's first operand is NAME.
+func takesName(use string) bool {
+	for _, w := range strings.Fields(use)[1:] {
+		if !strings.HasPrefix(w, "-") && !strings.HasPrefix(w, "[") {
+			return w == "NAME"
+		}
+	}
+	return false
+}
+
+// checkName applies dlock's rules for lock names.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New(`lock name "" is empty`)
+	case len(name) > dlock.MaxNameLen:
+		return fmt.Errorf("lock name %.32q... is %d bytes, longer than %d", name, len(name), dlock.MaxNameLen)
+	case !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Errorf("lock name %q: want printable UTF-8 without control characters", name)
+	}
+	return nil
 }

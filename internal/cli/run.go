@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 )
 
 // runOptions configures `dlock run`.
@@ -38,18 +39,42 @@ func newRunCmd(g *globalOptions, io *IO) *cobra.Command {
 With --wait 0 (the default, right for a cron job duplicated on two hosts) dlock
 makes one attempt; if the lock is held elsewhere it prints one line naming the
 holder, its fence and its time left, and exits with --conflict-exit-code (75).
+--wait 5m waits up to five minutes, --wait forever without a bound.
 
 The command runs in its own process group with DLOCK_NAME, DLOCK_FENCE and
 DLOCK_TOKEN in its environment, so that it can fence its own writes.
 DLOCK_URL is passed on only when it holds no password. The lease is refreshed
-every TTL/3 while the command runs. If it is lost anyway (the backend expired
-it, another holder took it, or no refresh could be confirmed in time), dlock
-sends SIGTERM to the command's process group, SIGKILL after --grace, says so on
-stderr and exits 76. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are
-forwarded to the command; the lock is released once the command has exited,
-and dlock exits with the command's exit code (128+N when killed by signal N).
-If dlock itself is killed, the command gets SIGTERM (Linux parent-death
-signal): it must not run on without the lease.
+every TTL/3 while the command runs.
+
+The job never outlives the lease. The job is the command and every process it
+starts, including those that leave its process group (setsid, a double fork).
+- If the lease is lost (the backend expired it, another holder took it, an
+  admin force-released it, or no refresh could be confirmed in time), dlock
+  says so on stderr and sends SIGTERM to the whole job, SIGKILL after --grace,
+  and exits 76: at most --grace after the loss line (plus the milliseconds
+  the kill takes, or a second if the guard process does not answer), whether
+  or not the backend still answers.
+- If dlock itself dies without a chance to clean up (kill -9, the OOM killer),
+  the job is SIGKILLed within milliseconds, long before the lease can expire:
+  the command runs under a small guard process (dlock re-executed) that is a
+  child subreaper, so that orphans of the job stay below it, and that watches
+  a pipe whose only write end dlock holds; the pipe's end is dlock's death.
+- If the guard is killed, dlock (a subreaper too) kills the job and exits 1.
+- When the command exits, processes it left running get SIGTERM, SIGKILL after
+  --grace, before the lock is released.
+Limits: processes the job hands to something outside it are not followed (a
+system service asked to start them: systemd-run, at, a container runtime,
+ssh). Processes running as another user (sudo, setuid programs) can be
+signalled only when dlock runs as root. If dlock and its guard are SIGKILLed
+at the same instant, only the parent-death signal is left, which reaches the
+command but not its children. A fork bomb can outrun the kill loop, which
+gives up after 5s. For a hard boundary, run dlock in its own cgroup:
+systemd-run --scope dlock run ...
+
+SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to dlock are forwarded to the whole
+job; the lock is released once the job has ended, and dlock exits with the
+command's exit code (128+N when killed by signal N). A command that cannot be
+found exits 127, one that cannot be executed 126, as in a shell.
 
 The command runs in a background process group, so it cannot read from the
 terminal; stdin is still passed through for pipes and files.`,
@@ -67,7 +92,7 @@ terminal; stdin is still passed through for pipes and files.`,
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.DurationVar(&opts.Wait, "wait", 0, "how long to wait for a held lock (0: one attempt)")
+	f.Var(waitFlag{&opts.Wait}, "wait", `how long to wait for a held lock (0: one attempt; "forever": no bound)`)
 	f.DurationVar(&opts.TTL, "ttl", dlock.DefaultTTL, "lease length; refreshed every ttl/3 while the command runs")
 	f.DurationVar(&opts.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	f.IntVar(&opts.ConflictExitCode, "conflict-exit-code", ExitHeld, "exit code when the lock is held elsewhere")
@@ -77,8 +102,12 @@ terminal; stdin is still passed through for pipes and files.`,
 
 func (o *runOptions) validate() error {
 	switch {
+	case checkName(o.Name) != nil:
+		return usageErr("%v (usage: dlock run [flags] NAME -- COMMAND [ARGS...])", checkName(o.Name))
 	case len(o.Command) == 0:
 		return usageErr("no command to run (usage: dlock run [flags] NAME -- COMMAND [ARGS...])")
+	case o.TTL <= 0:
+		return usageErr("--ttl %s is not positive (the lease length, e.g. --ttl 30s)", o.TTL)
 	case o.Wait < 0:
 		return usageErr("--wait %s is negative", o.Wait)
 	case o.Grace < 0:
@@ -102,6 +131,9 @@ func runRun(ctx context.Context, opts *runOptions, io *IO) error {
 	if err := opts.validate(); err != nil {
 		return err
 	}
+	if err := checkCommand(opts.Command[0]); err != nil {
+		return err
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
@@ -110,12 +142,12 @@ func runRun(ctx context.Context, opts *runOptions, io *IO) error {
 	if err != nil {
 		return err
 	}
-	defer l.Close()
 	lease, err := acquireForRun(ctx, l, opts, io, sigs)
 	if err != nil {
+		_ = l.Close()
 		return err
 	}
-	return superviseCommand(lease, opts, io, sigs)
+	return superviseCommand(l, lease, opts, io, sigs)
 }
 
 // acquireForRun takes the lock; a signal while waiting gives up the wait.
@@ -156,10 +188,15 @@ var errBackendSilent = fmt.Errorf("no answer from the backend within %s", backen
 func acquireError(opts *runOptions, err, cause error) error {
 	var sig signalError
 	if errors.As(cause, &sig) {
-		return exitWith(128+int(sig.s), fmt.Errorf("interrupted by %s while waiting for %q", sig.s, opts.Name))
+		return exitWith(128+int(sig.s), fmt.Errorf("interrupted by %s while waiting for %q", unix.SignalName(sig.s), opts.Name))
 	}
 	if errors.Is(cause, errBackendSilent) {
 		return fmt.Errorf("acquire %q: %w", opts.Name, errBackendSilent)
+	}
+	if errors.Is(err, dlock.ErrInvalidArgument) {
+		// The URL was parsed when the Locker was opened: what is left is
+		// the name, --ttl, --wait or --owner, all given on the command line.
+		return exitWith(ExitUsage, err)
 	}
 	var held *dlock.HeldError
 	if errors.As(err, &held) {
@@ -176,4 +213,32 @@ func acquireError(opts *runOptions, err, cause error) error {
 // signalError is the cause of a wait given up because of a signal.
 type signalError struct{ s syscall.Signal }
 
-func (e signalError) Error() string { return "interrupted by " + e.s.String() }
+func (e signalError) Error() string { return "interrupted by " + unix.SignalName(e.s) }
+
+// waitFlag is --wait: a duration, or "forever" (dlock.Forever).
+type waitFlag struct{ d *time.Duration }
+
+func (w waitFlag) String() string {
+	if w.d != nil && *w.d == dlock.Forever {
+		return "forever"
+	}
+	if w.d == nil {
+		return "0s"
+	}
+	return w.d.String()
+}
+
+func (w waitFlag) Set(s string) error {
+	if s == "forever" {
+		*w.d = dlock.Forever
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is neither a duration (30s, 5m) nor forever", s)
+	}
+	*w.d = d
+	return nil
+}
+
+func (w waitFlag) Type() string { return "duration" }

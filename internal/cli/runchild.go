@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,27 +13,61 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/jobguard"
 )
 
-// child is the command run under the lease, in its own process group.
-type child struct {
-	cmd    *exec.Cmd
-	exited chan error
+// Shell exit codes for a command that cannot run.
+const (
+	// ExitCannotExecute: the command was found but cannot be executed.
+	ExitCannotExecute = 126
+	// ExitNotFound: the command was not found.
+	ExitNotFound = 127
+)
+
+// checkCommand finds the command before the lock is taken, so that a typo
+// neither takes the lock nor reads as the command's own failure.
+func checkCommand(name string) error {
+	if _, err := exec.LookPath(name); err != nil {
+		return commandError(name, err)
+	}
+	return nil
 }
 
-func startChild(lease *dlock.Lease, opts *runOptions, io *IO) (*child, error) {
-	c := exec.Command(opts.Command[0], opts.Command[1:]...)
-	c.Stdin, c.Stdout, c.Stderr = io.In, io.Out, io.Err
-	c.Env = childEnv(os.Environ(), lease)
-	// Own process group: the whole group is signalled on loss. Pdeathsig:
-	// if dlock itself is killed, the command must not run on unguarded.
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := c.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", opts.Command[0], errors.Unwrap(err))
+// commandError maps a failure to find or execute name to 127 or 126.
+func commandError(name string, err error) error {
+	var se *jobguard.StartError
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOENT):
+		return exitWith(ExitNotFound, fmt.Errorf("command not found: %s", name))
+	case errors.As(err, &se), errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EISDIR):
+		return exitWith(ExitCannotExecute, fmt.Errorf("cannot execute %s: %v", name, cause(err)))
 	}
-	ch := &child{cmd: c, exited: make(chan error, 1)}
-	go func() { ch.exited <- c.Wait() }()
-	return ch, nil
+	return fmt.Errorf("start %s: %w", name, err)
+}
+
+// cause is the innermost error's text ("permission denied").
+func cause(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
+}
+
+// startChild starts the command under a guard process (package jobguard):
+// in its own process group, killed with everything it started if dlock
+// dies.
+func startChild(lease *dlock.Lease, opts *runOptions, io *IO) (*jobguard.Job, error) {
+	job, err := jobguard.Start(jobguard.Spec{
+		Argv: opts.Command, Env: childEnv(os.Environ(), lease),
+		Stdin: io.In, Stdout: io.Out, Stderr: io.Err, Grace: opts.Grace,
+	})
+	if err != nil {
+		return nil, commandError(opts.Command[0], err)
+	}
+	return job, nil
 }
 
 // childEnv is env with the lease's variables set and DLOCK_URL removed
@@ -55,40 +90,64 @@ func childEnv(env []string, lease *dlock.Lease) []string {
 		"DLOCK_TOKEN="+lease.Token())
 }
 
-// signal sends s to the child's whole process group.
-func (c *child) signal(s syscall.Signal) {
-	_ = syscall.Kill(-c.cmd.Process.Pid, s)
-}
-
-// exitCode is the child's exit code, 128+N when killed by signal N.
-func (c *child) exitCode() int {
-	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
+// exitCode is the command's exit code, 128+N when killed by signal N.
+func exitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
-	return c.cmd.ProcessState.ExitCode()
+	return ws.ExitStatus()
 }
 
 // superviseCommand runs the command until it exits, forwarding signals and
-// stopping it if the lease is lost, then releases the lease.
-func superviseCommand(lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) error {
-	c, err := startChild(lease, opts, io)
+// stopping it if the lease is lost, then releases the lease and closes
+// the Locker within a bounded time.
+func superviseCommand(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) error {
+	job, err := startChild(lease, opts, io)
 	if err != nil {
-		_ = lease.Release(context.Background())
+		_, _ = releaseAndClose(l, lease, releaseBudget)
 		return err
 	}
-	lost := watchChild(c, lease, opts, io, sigs)
-	relErr := lease.Release(context.Background())
-	code := c.exitCode()
+	w := watchChild(job, lease, opts, io, sigs)
+	res := jobguard.Result{Err: errGuardSilent}
+	if w.ended {
+		res = job.Wait()
+	}
+	budget := releaseBudget
+	if w.lost != nil {
+		// The lease is gone already: releasing is only a courtesy, and must
+		// not keep dlock past the grace period on an unreachable backend.
+		budget = min(max(time.Until(w.deadline), minLostBudget), releaseBudget/5)
+	}
+	relErr, timedOut := releaseAndClose(l, lease, budget)
+	lost := w.lost
 	if lost == nil && errors.Is(relErr, dlock.ErrLost) {
 		lost = relErr
+	}
+	return runOutcome(opts, io, res, lost, relErr, timedOut)
+}
+
+// errGuardSilent: the guard did not report the end of the job after
+// SIGKILL (it is stopped or starved); dlock exits without it, and the
+// guard, on finding dlock gone, kills whatever is left.
+var errGuardSilent = errors.New("the guard process did not report the end of the command")
+
+func runOutcome(opts *runOptions, io *IO, res jobguard.Result, lost, relErr error, timedOut bool) error {
+	if res.Err != nil && lost == nil {
+		return fmt.Errorf("%w; lock %q released", res.Err, opts.Name)
+	}
+	code := exitCode(res.Status)
+	if lost != nil && res.Err != nil {
+		return exitWith(ExitLeaseLost, fmt.Errorf("lease on %q was lost while the command ran (%v); exiting %d",
+			opts.Name, res.Err, ExitLeaseLost))
 	}
 	if lost != nil {
 		return exitWith(ExitLeaseLost, fmt.Errorf("lease on %q was lost while the command ran (command exit status %d); exiting %d",
 			opts.Name, code, ExitLeaseLost))
 	}
-	if relErr != nil {
+	if relErr != nil && !timedOut {
 		fmt.Fprintln(io.Err, errorLine(fmt.Errorf("warning: %w", relErr)))
+	} else if timedOut {
+		fmt.Fprintln(io.Err, errorLine(fmt.Errorf("warning: release %q: %w; the lease ends at its TTL", opts.Name, relErr)))
 	}
 	if code != 0 {
 		return exitWith(code, nil)
@@ -96,32 +155,74 @@ func superviseCommand(lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan 
 	return nil
 }
 
-// watchChild waits for the child to exit. It forwards signals, and on loss
-// of the lease sends SIGTERM to the group, then SIGKILL after the grace.
-// It returns the lease's loss, if the lease was lost while the child ran.
-func watchChild(c *child, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) error {
+// Budgets for releasing the lease and closing the Locker once the command
+// has ended.
+const (
+	releaseBudget = 5 * time.Second
+	minLostBudget = 100 * time.Millisecond
+)
+
+// releaseAndClose releases the lease and closes the Locker, giving up
+// after budget (dlock exits at once after, so an abandoned call ends with
+// the process). timedOut says the backend did not answer in time.
+func releaseAndClose(l *dlock.Locker, lease *dlock.Lease, budget time.Duration) (relErr error, timedOut bool) {
+	done := make(chan error, 1)
+	go func() {
+		err := lease.Release(context.Background())
+		_ = l.Close()
+		done <- err
+	}()
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err, false
+	case <-t.C:
+		return fmt.Errorf("no answer from the backend within %s", budget), true
+	}
+}
+
+// killWait bounds the wait for the guard's report after SIGKILL.
+const killWait = time.Second
+
+// watched is how watchChild ended.
+type watched struct {
+	lost     error     // the lease's loss, if it was lost while the job ran
+	deadline time.Time // the end of the grace period after the loss
+	ended    bool      // false: the guard never reported the job's end
+}
+
+// watchChild waits for the job to end. It forwards signals, and on loss of
+// the lease sends SIGTERM to the whole job, then SIGKILL after the grace,
+// and gives up waiting for the guard killWait later.
+func watchChild(job *jobguard.Job, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) watched {
+	var w watched
 	done := lease.Done()
-	var grace <-chan time.Time
-	var lost error
+	var grace, stuck <-chan time.Time
 	for {
 		select {
-		case <-c.exited:
-			return lost
+		case <-job.Done():
+			w.ended = true
+			return w
 		case s := <-sigs:
-			c.signal(s.(syscall.Signal))
+			_ = job.Signal(s.(syscall.Signal))
 		case <-done:
 			done = nil
-			if lost = lease.Err(); !errors.Is(lost, dlock.ErrLost) {
-				lost = nil
+			if w.lost = lease.Err(); !errors.Is(w.lost, dlock.ErrLost) {
+				w.lost = nil
 				continue
 			}
-			fmt.Fprintln(io.Err, errorLine(fmt.Errorf("%v; sending SIGTERM to the command (process group %d)", lost, c.cmd.Process.Pid)))
-			c.signal(syscall.SIGTERM)
+			w.deadline = time.Now().Add(opts.Grace)
+			fmt.Fprintln(io.Err, errorLine(fmt.Errorf("%v; sending SIGTERM to the command (process group %d and every process it started)", w.lost, job.Pid())))
+			_ = job.Signal(syscall.SIGTERM)
 			grace = time.After(opts.Grace)
 		case <-grace:
 			grace = nil
 			fmt.Fprintln(io.Err, errorLine(fmt.Errorf("command still running %s after SIGTERM; sending SIGKILL", opts.Grace)))
-			c.signal(syscall.SIGKILL)
+			job.Kill()
+			stuck = time.After(killWait)
+		case <-stuck:
+			return w
 		}
 	}
 }
