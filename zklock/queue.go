@@ -1,0 +1,103 @@
+package zklock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+	"github.com/go-zookeeper/zk"
+)
+
+// AcquireWait queues req.Token behind every earlier contender for the
+// name (the Curator recipe): its node's sequence number is its place, and
+// it waits until every earlier node is gone, watching only the node just
+// before its own, so that a release wakes exactly one waiter. The session
+// keeps the waiter's node alive while it waits. When ctx is done, the
+// waiter deletes its node at once and returns ctx's error with the holder
+// ZooKeeper last named.
+func (d *zkDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	sent := time.Now()
+	n, alone, err := d.enter(ctx, req)
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			err = cerr
+		}
+		return driver.Grant{}, err
+	}
+	if alone {
+		return since(d.grant(req, n), sent), nil
+	}
+	dir := d.dir(req.Name)
+	head := ""
+	for {
+		sent = time.Now()
+		q, i, err := d.look(ctx, dir, n)
+		if err != nil {
+			return d.abandon(ctx, req, n, head, err)
+		}
+		g, ok, err := d.settle(ctx, req, n, q, i)
+		switch {
+		case err != nil:
+			return d.abandon(ctx, req, n, head, err)
+		case ok:
+			return since(g, sent), nil
+		}
+		head = q[0].name
+		if err := d.waitGone(ctx, dir+"/"+q[i-1].name); err != nil {
+			return d.abandon(ctx, req, n, head, err)
+		}
+	}
+}
+
+// since sets a grant's Since: the session, and the node with it, was
+// confirmed alive by the call sent then.
+func since(g driver.Grant, sent time.Time) driver.Grant {
+	g.Since = sent
+	return g
+}
+
+// waitGone returns once the node at p is gone, or may be (any event on
+// its watch, which the caller checks by reading the queue again).
+func (d *zkDriver) waitGone(ctx context.Context, p string) error {
+	type got struct {
+		ok bool
+		ch <-chan zk.Event
+	}
+	g, err := bounded(ctx, func() (got, error) {
+		ok, _, ch, err := d.conn.ExistsW(p)
+		return got{ok, ch}, err
+	})
+	if err != nil || !g.ok {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case ev := <-g.ch:
+		if ev.Type == zk.EventNotWatching {
+			return ev.Err // the session expired, or the connection is closing
+		}
+		return nil
+	}
+}
+
+// abandon leaves the queue (deletes n) and returns err, or ctx's error
+// when ctx is done, with the holder of the lock when ZooKeeper named one
+// (head, the first contender at the last look).
+func (d *zkDriver) abandon(ctx context.Context, req driver.Request, n node, head string, err error) (driver.Grant, error) {
+	if cerr := ctx.Err(); cerr != nil {
+		err = cerr
+	}
+	d.drop(ctx, n.path)
+	if head == "" {
+		return driver.Grant{}, err
+	}
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	h, herr := d.describe(dctx, req.Name, d.dir(req.Name), head)
+	if herr != nil {
+		// ZooKeeper did name a holder; only its details are unknown.
+		h = driver.Holder{Name: req.Name, TTL: -1}
+	}
+	return driver.Grant{Holder: h}, err
+}
