@@ -2,6 +2,8 @@ package zklock_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"net/url"
 	"slices"
 	"strings"
@@ -15,7 +17,17 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-func TestMain(m *testing.M) { dlocktest.Main(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(envPauseChild); spec != "" {
+		url, name, _ := strings.Cut(spec, " ")
+		if err := pauseChild(url, name); err != nil {
+			fmt.Fprintln(os.Stderr, "pause child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	dlocktest.Main(m)
+}
 
 // sessionTimeout is the tests' session timeout: short, so that losses
 // show quickly, and well above a loaded machine's hiccups.
