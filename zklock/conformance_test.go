@@ -3,8 +3,8 @@ package zklock_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
