@@ -64,6 +64,11 @@ func benchLocker(b *testing.B, conn *zk.Conn) *dlock.Locker {
 	return l
 }
 
+// rounds is how many times each implementation runs, interleaved
+// (dlock, baseline, dlock, ...): the machine's load drifts during a run,
+// and interleaving spreads the drift over both.
+const rounds = 3
+
 // BenchmarkUncontended: acquire+release on distinct names from 1, 16 and
 // 64 goroutines, dlock against zk.NewLock, both on one shared session.
 func BenchmarkUncontended(b *testing.B) {
@@ -71,22 +76,24 @@ func BenchmarkUncontended(b *testing.B) {
 	conn := connect(b, srv.Addr)
 	shared := benchLocker(b, conn)
 	for _, g := range []int{1, 16, 64} {
-		for _, im := range impls(func(*testing.B) *zk.Conn { return conn }, func(*testing.B) *dlock.Locker { return shared }) {
-			b.Run(fmt.Sprintf("%s/goroutines=%d", im.name, g), func(b *testing.B) {
-				prefix := "bench/" + newToken() + "/"
-				fns := make(map[string]lockFunc, g)
-				for i := range g {
-					name := benchwork.Name(prefix, i)
-					fns[name] = im.make(b, name)
-				}
-				benchwork.Uncontended(b, g, prefix, func(ctx context.Context, name string) error {
-					unlock, err := fns[name](ctx)
-					if err != nil {
-						return err
+		for r := 1; r <= rounds; r++ {
+			for _, im := range impls(func(*testing.B) *zk.Conn { return conn }, func(*testing.B) *dlock.Locker { return shared }) {
+				b.Run(fmt.Sprintf("%s/goroutines=%d/round=%d", im.name, g, r), func(b *testing.B) {
+					prefix := "bench/" + newToken() + "/"
+					fns := make(map[string]lockFunc, g)
+					for i := range g {
+						name := benchwork.Name(prefix, i)
+						fns[name] = im.make(b, name)
 					}
-					return unlock(ctx)
-				}).ReportRate(b, "ops/s")
-			})
+					benchwork.Uncontended(b, g, prefix, func(ctx context.Context, name string) error {
+						unlock, err := fns[name](ctx)
+						if err != nil {
+							return err
+						}
+						return unlock(ctx)
+					}).ReportRate(b, "ops/s")
+				})
+			}
 		}
 	}
 }
@@ -99,17 +106,19 @@ func BenchmarkContended(b *testing.B) {
 	srv := testserver.ZooKeeper(b)
 	const workers = 16
 	own := func(b *testing.B) *zk.Conn { return connect(b, srv.Addr) }
-	for _, im := range impls(own, func(b *testing.B) *dlock.Locker { return benchLocker(b, own(b)) }) {
-		b.Run(im.name, func(b *testing.B) {
-			name := "contended-" + newToken()
-			fns := make([]lockFunc, workers)
-			for i := range fns {
-				fns[i] = im.make(b, name)
-			}
-			benchwork.Contended(b, workers, func(ctx context.Context, worker int) (func(context.Context) error, error) {
-				return fns[worker](ctx)
-			}).Report(b)
-		})
+	for r := 1; r <= rounds; r++ {
+		for _, im := range impls(own, func(b *testing.B) *dlock.Locker { return benchLocker(b, own(b)) }) {
+			b.Run(fmt.Sprintf("%s/round=%d", im.name, r), func(b *testing.B) {
+				name := "contended-" + newToken()
+				fns := make([]lockFunc, workers)
+				for i := range fns {
+					fns[i] = im.make(b, name)
+				}
+				benchwork.Contended(b, workers, func(ctx context.Context, worker int) (func(context.Context) error, error) {
+					return fns[worker](ctx)
+				}).Report(b)
+			})
+		}
 	}
 }
 

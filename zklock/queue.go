@@ -28,6 +28,7 @@ func (d *zkDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.
 		return since(d.grant(req, n), sent), nil
 	}
 	dir := d.dir(req.Name)
+	fresh := min(req.TTL, d.timeout) / 3
 	head := ""
 	for {
 		sent = time.Now()
@@ -43,8 +44,18 @@ func (d *zkDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.
 			return since(g, sent), nil
 		}
 		head = q[0].name
-		if err := d.waitGone(ctx, dir+"/"+q[i-1].name); err != nil {
+		watched := time.Now()
+		gone, err := d.waitGone(ctx, dir+"/"+q[i-1].name)
+		if err != nil {
 			return d.abandon(ctx, req, n, head, err)
+		}
+		// The holder itself went: nothing was queued before it and every
+		// node created since comes after n, so n holds the lock now,
+		// without another read. The watch was set up by a call that
+		// confirmed the session alive when it was sent; if that was long
+		// ago, read the queue again instead, which confirms it anew.
+		if gone && i == 1 && time.Since(watched) < fresh && d.alive(n) == nil {
+			return since(d.grant(req, n), watched), nil
 		}
 	}
 }
@@ -56,9 +67,10 @@ func since(g driver.Grant, sent time.Time) driver.Grant {
 	return g
 }
 
-// waitGone returns once the node at p is gone, or may be (any event on
-// its watch, which the caller checks by reading the queue again).
-func (d *zkDriver) waitGone(ctx context.Context, p string) error {
+// waitGone waits for an event on the node at p: gone is true when it was
+// deleted (or was already gone); any other event returns false, and the
+// caller reads the queue again.
+func (d *zkDriver) waitGone(ctx context.Context, p string) (gone bool, err error) {
 	type got struct {
 		ok bool
 		ch <-chan zk.Event
@@ -68,16 +80,16 @@ func (d *zkDriver) waitGone(ctx context.Context, p string) error {
 		return got{ok, ch}, err
 	})
 	if err != nil || !g.ok {
-		return err
+		return err == nil, err
 	}
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case ev := <-g.ch:
 		if ev.Type == zk.EventNotWatching {
-			return ev.Err // the session expired, or the connection is closing
+			return false, ev.Err // the session expired, or the connection is closing
 		}
-		return nil
+		return ev.Type == zk.EventNodeDeleted, nil
 	}
 }
 
