@@ -133,12 +133,18 @@ func (d *zkDriver) abandoned(dir, prefix string, res []zk.MultiResponse, err err
 }
 
 // findAgain looks for the node of an attempt whose create reply was lost
-// (the connection dropped): it exists if the create was applied. Not
-// found, the attempt failed with cause and may be retried. When the
-// lookup fails too, the node is swept in the background once the
-// connection is back.
+// (the connection dropped): it exists if the create was applied. It waits
+// for the connection to come back, within ctx and the session timeout
+// (past which the session, and the node with it, is gone). Not found, the
+// attempt failed with cause and may be retried. When the lookup fails
+// too, the node is swept in the background once the connection is back.
 func (d *zkDriver) findAgain(ctx context.Context, dir, prefix string, cause error) (node, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
 	children, err := d.children(ctx, dir)
+	for transportErr(err) && d.reconnected(ctx) == nil {
+		children, err = d.children(ctx, dir)
+	}
 	if err != nil {
 		d.background(func() { d.sweep(dir, prefix) })
 		return node{}, false, cause
@@ -154,6 +160,23 @@ func (d *zkDriver) findAgain(ctx context.Context, dir, prefix string, cause erro
 		}
 	}
 	return node{}, false, cause
+}
+
+// reconnected waits until the connection has a session again (polling
+// its state), or ctx is done.
+func (d *zkDriver) reconnected(ctx context.Context) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for d.conn.State() != zk.StateHasSession {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.done:
+			return zk.ErrClosing
+		case <-tick.C:
+		}
+	}
+	return nil
 }
 
 // sweep deletes every node of an attempt, once ZooKeeper answers, trying

@@ -64,10 +64,38 @@ func benchLocker(b *testing.B, conn *zk.Conn) *dlock.Locker {
 	return l
 }
 
-// rounds is how many times each implementation runs, interleaved
-// (dlock, baseline, dlock, ...): the machine's load drifts during a run,
-// and interleaving spreads the drift over both.
+// rounds is how many times each implementation runs, interleaved and
+// in alternating order (dlock, baseline, baseline, dlock, ...): the
+// machine's load drifts during a run, and this spreads the drift over
+// both.
 const rounds = 3
+
+// inOrder returns ims for round r, reversed every other round.
+func inOrder(ims []impl, r int) []impl {
+	if r%2 == 0 {
+		return []impl{ims[1], ims[0]}
+	}
+	return ims
+}
+
+// warmUp runs both implementations, untimed, so that the JVM serving
+// the first measured round has compiled its hot paths like later ones.
+func warmUp(b *testing.B, ims []impl) {
+	for _, im := range ims {
+		prefix := "warm-up/" + im.name + "/" + newToken() + "/"
+		fns := map[string]lockFunc{}
+		for i := range 16 {
+			fns[benchwork.Name(prefix, i)] = im.make(b, benchwork.Name(prefix, i))
+		}
+		benchwork.Run(b, 2000, 16, prefix, func(ctx context.Context, name string) error {
+			unlock, err := fns[name](ctx)
+			if err != nil {
+				return err
+			}
+			return unlock(ctx)
+		})
+	}
+}
 
 // BenchmarkUncontended: acquire+release on distinct names from 1, 16 and
 // 64 goroutines, dlock against zk.NewLock, both on one shared session.
@@ -75,9 +103,11 @@ func BenchmarkUncontended(b *testing.B) {
 	srv := testserver.ZooKeeper(b)
 	conn := connect(b, srv.Addr)
 	shared := benchLocker(b, conn)
+	ims := impls(func(*testing.B) *zk.Conn { return conn }, func(*testing.B) *dlock.Locker { return shared })
+	warmUp(b, ims)
 	for _, g := range []int{1, 16, 64} {
 		for r := 1; r <= rounds; r++ {
-			for _, im := range impls(func(*testing.B) *zk.Conn { return conn }, func(*testing.B) *dlock.Locker { return shared }) {
+			for _, im := range inOrder(ims, r) {
 				b.Run(fmt.Sprintf("%s/goroutines=%d/round=%d", im.name, g, r), func(b *testing.B) {
 					prefix := "bench/" + newToken() + "/"
 					fns := make(map[string]lockFunc, g)
@@ -106,8 +136,10 @@ func BenchmarkContended(b *testing.B) {
 	srv := testserver.ZooKeeper(b)
 	const workers = 16
 	own := func(b *testing.B) *zk.Conn { return connect(b, srv.Addr) }
+	ims := impls(own, func(b *testing.B) *dlock.Locker { return benchLocker(b, own(b)) })
+	warmUp(b, ims)
 	for r := 1; r <= rounds; r++ {
-		for _, im := range impls(own, func(b *testing.B) *dlock.Locker { return benchLocker(b, own(b)) }) {
+		for _, im := range inOrder(ims, r) {
 			b.Run(fmt.Sprintf("%s/round=%d", im.name, r), func(b *testing.B) {
 				name := "contended-" + newToken()
 				fns := make([]lockFunc, workers)

@@ -53,7 +53,7 @@ func (d *zkDriver) alive(n node) error {
 	case st == zk.StateExpired || d.conn.SessionID() != n.session:
 		return driver.ErrSessionEnded
 	case st != zk.StateHasSession:
-		return fmt.Errorf("zookeeper: not connected (%s); the session is alive for at most %s more", st, d.timeout)
+		return fmt.Errorf("zookeeper: not connected (%s); the session survives only if it reconnects within its timeout, %s", st, d.timeout)
 	}
 	return nil
 }

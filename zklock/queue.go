@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -15,7 +16,31 @@ import (
 // keeps the waiter's node alive while it waits. When ctx is done, the
 // waiter deletes its node at once and returns ctx's error with the holder
 // ZooKeeper last named.
+//
+// A connection loss does not end the wait: while the session lives the
+// waiter keeps its place and waits for the connection to come back; when
+// the session has ended (its node with it), it queues again.
 func (d *zkDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	for {
+		g, err := d.queueUp(ctx, req)
+		if err == nil || ctx.Err() != nil || !retryable(err) {
+			return g, err
+		}
+		if rerr := d.reconnected(ctx); rerr != nil {
+			return g, rerr
+		}
+	}
+}
+
+// retryable reports the errors after which a waiter may queue again: the
+// connection dropped, or the session (and the waiter's node) ended.
+func retryable(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, errQueueEntryLost)
+}
+
+// queueUp is one pass of AcquireWait, on one node.
+func (d *zkDriver) queueUp(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	sent := time.Now()
 	n, alone, err := d.enter(ctx, req)
 	if err != nil {
@@ -33,6 +58,9 @@ func (d *zkDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.
 	for {
 		sent = time.Now()
 		q, i, err := d.look(ctx, dir, n)
+		if d.rideOut(ctx, n, err) {
+			continue
+		}
 		if err != nil {
 			return d.abandon(ctx, req, n, head, err)
 		}
@@ -46,6 +74,9 @@ func (d *zkDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.
 		head = q[0].name
 		watched := time.Now()
 		gone, err := d.waitGone(ctx, dir+"/"+q[i-1].name)
+		if d.rideOut(ctx, n, err) {
+			continue
+		}
 		if err != nil {
 			return d.abandon(ctx, req, n, head, err)
 		}
@@ -58,6 +89,16 @@ func (d *zkDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.
 			return since(d.grant(req, n), watched), nil
 		}
 	}
+}
+
+// rideOut reports whether err is a dropped connection that n's session
+// survives so far: then it waits for the connection to come back and the
+// waiter goes on with its node.
+func (d *zkDriver) rideOut(ctx context.Context, n node, err error) bool {
+	if !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) {
+		return false
+	}
+	return d.reconnected(ctx) == nil && d.conn.SessionID() == n.session
 }
 
 // since sets a grant's Since: the session, and the node with it, was
