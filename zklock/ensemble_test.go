@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/testserver"
 )
 
@@ -26,6 +27,9 @@ func TestEnsembleLeaderKilled(t *testing.T) {
 	ls, err := holder.Acquire(ctx, name, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fs, err := holder.Driver().(driver.Diagnoser).Diagnose(ctx); err != nil || fs[0].Verdict != driver.VerdictOK {
+		t.Errorf("Diagnose on a 3-server ensemble: %+v, %v; want the ensemble check ok", fs, err)
 	}
 	leader := e.Leader(t, 10*time.Second)
 	var survivors []string

@@ -97,3 +97,30 @@ func TestProtectedRoot(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestDiagnose: a standalone server and a world-writable root are both
+// reported as warnings, with a fix.
+func TestDiagnose(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	l := locker(t, srv.Addr)
+	if _, err := l.Acquire(context.Background(), "diagnose"); err != nil { // creates the root
+		t.Fatal(err)
+	}
+	d, ok := l.Driver().(driver.Diagnoser)
+	if !ok {
+		t.Fatal("zklock does not implement driver.Diagnoser")
+	}
+	fs, err := d.Diagnose(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		t.Logf("%s: %s (%s) %s", f.Check, f.Verdict, f.Detail, f.Fix)
+		if f.Verdict != driver.VerdictWarn || f.Fix == "" {
+			t.Errorf("%s: verdict %s, want a warning with a fix", f.Check, f.Verdict)
+		}
+	}
+	if len(fs) != 2 {
+		t.Errorf("%d findings, want 2", len(fs))
+	}
+}
