@@ -26,9 +26,25 @@ func (d *zkDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.
 		if err == nil || ctx.Err() != nil || !retryable(err) {
 			return g, err
 		}
-		if rerr := d.reconnected(ctx); rerr != nil {
+		if rerr := d.pauseRetry(ctx); rerr != nil {
 			return g, rerr
 		}
+	}
+}
+
+// pauseRetry waits for the connection, and a moment more, before a
+// waiter queues again, so that a flapping connection is no hot loop.
+func (d *zkDriver) pauseRetry(ctx context.Context) error {
+	if err := d.reconnected(ctx); err != nil {
+		return err
+	}
+	t := time.NewTimer(20 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
