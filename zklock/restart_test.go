@@ -43,8 +43,9 @@ func TestFencesSurviveRestart(t *testing.T) {
 	srv.Kill()
 	srv.Start()
 	take("after a crash")
-	// ForceRelease's new fence comes from the same counter.
-	l := locker(t, srv.Addr)
+	// ForceRelease's new fence comes from the same counter. The holder's
+	// session must outlive the crash and restart: a long timeout.
+	l, _ := lockerOn(t, 30*time.Second, srv.Addr)
 	ls, err := l.Acquire(ctx, name, dlock.WithTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
