@@ -110,9 +110,12 @@ func cleanRoot(root string) (string, error) {
 	if !strings.HasPrefix(root, "/") || strings.Contains(root, "//") {
 		return "", fmt.Errorf("%w: zookeeper root %q: want an absolute znode path such as %s", dlock.ErrInvalidArgument, root, DefaultRoot)
 	}
+	if root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/") {
+		return "", fmt.Errorf("%w: zookeeper root %q: /zookeeper is ZooKeeper's own subtree", dlock.ErrInvalidArgument, root)
+	}
 	for _, part := range strings.Split(root[1:], "/") {
-		if part == "." || part == ".." || root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/") {
-			return "", fmt.Errorf("%w: zookeeper root %q: not a usable znode path", dlock.ErrInvalidArgument, root)
+		if part == "." || part == ".." {
+			return "", fmt.Errorf("%w: zookeeper root %q: \".\" and \"..\" are not znode names", dlock.ErrInvalidArgument, root)
 		}
 	}
 	return root, nil
