@@ -44,9 +44,11 @@ func TestFencesSurviveRestart(t *testing.T) {
 	srv.Start()
 	take("after a crash")
 	// ForceRelease's new fence comes from the same counter. The holder's
-	// session must outlive the crash and restart: a long timeout.
+	// session must outlive the crash and restart (a long timeout), and
+	// its node must stay: no watchdog, which would declare the lease lost
+	// during the outage and then release it.
 	l, _ := lockerOn(t, 30*time.Second, srv.Addr)
-	ls, err := l.Acquire(ctx, name, dlock.WithTTL(2*time.Second))
+	ls, err := l.Acquire(ctx, name, dlock.WithTTL(30*time.Second), dlock.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
 	}
