@@ -15,4 +15,5 @@ import (
 	_ "github.com/dlockdev/dlock/pglock"    // postgres://, postgresql://
 	_ "github.com/dlockdev/dlock/redislock" // redis://, rediss://
 	_ "github.com/dlockdev/dlock/redlock"   // redlock://
+	_ "github.com/dlockdev/dlock/zklock"    // zk://
 )
