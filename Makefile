@@ -25,7 +25,7 @@ unit:
 	$(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
 
 bench:
-	$(GO) test -run '^$$' -bench '^Benchmark(Uncontended|Contended)$$' -benchtime 2000x -p 1 ./filelock ./redislock ./redlock ./pglock ./etcdlock
+	$(GO) test -run '^$$' -bench '^Benchmark(Uncontended|Contended)$$' -benchtime 2000x -p 1 ./filelock ./redislock ./redlock ./pglock ./etcdlock ./zklock
 
 demo:
 	$(GO) run ./cmd/dlock demo

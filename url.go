@@ -74,6 +74,7 @@ func DefaultURL() (string, error) {
 //	redlock://              Redlock over N Redis nodes (package redlock)
 //	postgres://, postgresql://  lease table or advisory locks (package pglock)
 //	etcd://                 etcd (package etcdlock)
+//	zk://                   ZooKeeper (package zklock)
 //	file://                 embedded SQLite (package filelock)
 //	mem://                  in-process, for tests and examples (package memlock)
 //

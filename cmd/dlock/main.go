@@ -7,7 +7,7 @@ import (
 	"os"
 
 	// Every driver: etcd://, file:// (the embedded default), mem://,
-	// postgres://, redis://, rediss://, redlock://.
+	// postgres://, redis://, rediss://, redlock://, zk://.
 	_ "github.com/dlockdev/dlock/backends"
 	"github.com/dlockdev/dlock/internal/cli"
 )

@@ -65,7 +65,7 @@ fencing token, and stops it if the lease is lost.
 
 The backend is chosen by --url, else $DLOCK_URL, else the embedded SQLite file
 (` + "`$XDG_STATE_HOME/dlock/dlock.db`" + `). URL schemes: redis://, rediss://, redlock://,
-postgres://, etcd://, file://, mem:// (those linked into this binary are listed by
+postgres://, etcd://, zk://, file://, mem:// (those linked into this binary are listed by
 ` + "`dlock version`" + `).
 
 Start here: dlock demo`,
