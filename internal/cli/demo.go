@@ -71,7 +71,7 @@ real lock state, and ignores $DLOCK_URL; --url runs it on another backend
 resources (counters, registers, billing tables) are SQLite files in the
 demo's temporary directory. The naive locks of orphan, stale-release and
 billing are implemented on the chosen backend for file://, redis://,
-postgres:// and etcd:// URLs.`,
+postgres://, etcd:// and zk:// URLs.`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.URL = g.URL

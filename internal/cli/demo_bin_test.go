@@ -86,3 +86,13 @@ func TestDemoRefusesMem(t *testing.T) {
 	r := runBin(t, nil, "demo", "--url", "mem://x")
 	assertOneLine(t, r, "demo on mem://")
 }
+
+// TestDemoZooKeeper: every scenario exits 0 on a real ZooKeeper (the naive
+// locks as plain znodes).
+func TestDemoZooKeeper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: every scenario on ZooKeeper")
+	}
+	srv := testserver.ZooKeeper(t)
+	checkDemo(t, len(scenarios), "all", "--url", srv.URL())
+}

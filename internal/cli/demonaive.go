@@ -37,7 +37,7 @@ func openNaive(ctx context.Context, rawURL, dir string) (naiveStore, error) {
 		return nil, errors.New("demo: malformed URL")
 	}
 	q := u.Query()
-	for _, k := range []string{"ttl", "wait", "owner", "mode", "prefix", "dial_timeout"} {
+	for _, k := range []string{"ttl", "wait", "owner", "mode", "prefix", "dial_timeout", "session_timeout"} {
 		q.Del(k)
 	}
 	u.RawQuery = q.Encode()
@@ -50,8 +50,10 @@ func openNaive(ctx context.Context, rawURL, dir string) (naiveStore, error) {
 		return openNaivePostgres(ctx, u.String())
 	case "etcd":
 		return openNaiveEtcd(u)
+	case "zk":
+		return openNaiveZK(u)
 	}
-	return nil, fmt.Errorf("demo: this scenario's naive lock is implemented for file://, redis://, postgres:// and etcd:// URLs, not %s://", u.Scheme)
+	return nil, fmt.Errorf("demo: this scenario's naive lock is implemented for file://, redis://, postgres://, etcd:// and zk:// URLs, not %s://", u.Scheme)
 }
 
 // naiveSQLite is a plain row per key in a SQLite file.
