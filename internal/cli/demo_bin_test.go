@@ -94,5 +94,7 @@ func TestDemoZooKeeper(t *testing.T) {
 		t.Skip("long: every scenario on ZooKeeper")
 	}
 	srv := testserver.ZooKeeper(t)
-	checkDemo(t, len(scenarios), "all", "--url", srv.URL())
+	// The lease is the session: a short session timeout keeps the pauses
+	// and the crash recovery as short as on the TTL backends.
+	checkDemo(t, len(scenarios), "all", "--url", srv.URL()+"?session_timeout=1500ms")
 }

@@ -50,7 +50,7 @@ func (e *demoEnv) naiveStaleRelease(ctx context.Context, naive naiveStore, key s
 	if err != nil {
 		return err
 	}
-	if err := e.waitExpiry(ctx, a); err != nil {
+	if err := e.waitExpiry(ctx, a, ""); err != nil {
 		return err
 	}
 	b, err := e.spawn("", "B", "naive-holder", "--name", key, "--hold", (2 * e.ttl).String())
@@ -90,7 +90,7 @@ func (e *demoEnv) tokenStaleRelease(ctx context.Context, name string) (string, e
 	if err != nil {
 		return "", err
 	}
-	if err := e.waitExpiry(ctx, a); err != nil {
+	if err := e.waitExpiry(ctx, a, name); err != nil {
 		return "", err
 	}
 	b, err := e.spawn("", "B2", "writer", "--name", name, "--hold", (2 * e.ttl).String(), "--wait", (3 * e.ttl).String())
