@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/redisscript"
@@ -90,28 +89,5 @@ func isNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// slot is Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, or of
-// the whole key when it has no non-empty {tag}, modulo 16384.
-func slot(key string) int {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			key = key[s+1 : s+1+e]
-		}
-	}
-	return int(crc16(key) % 16384)
-}
-
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+// slot is Redis Cluster's key slot of key.
+func slot(key string) int { return redisscript.Slot(key) }

@@ -47,11 +47,11 @@ func TestFenceSurvivesDataLoss(t *testing.T) {
 	})
 	step("a restart without persistence", srv.Restart)
 	step("a counter rolled back to 1", func() {
-		if err := c.Set(ctxT(t), keys.Fence(name), 1, 0).Err(); err != nil {
+		if err := c.Set(ctxT(t), keys.Counter(name, false), 1, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	})
-	if ttl, err := c.TTL(ctxT(t), keys.Fence(name)).Result(); err != nil || ttl != -1 {
+	if ttl, err := c.TTL(ctxT(t), keys.Counter(name, false)).Result(); err != nil || ttl != -1 {
 		t.Errorf("fence counter TTL = %v, %v; want none (-1ns): it must never expire", ttl, err)
 	}
 }

@@ -62,11 +62,12 @@ func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-cha
 		if g.Acquired {
 			g.Since = sent // the TTL counts from this attempt, not from the queueing
 		}
-		if err != nil && ctx.Err() != nil {
-			return driver.Grant{Holder: last.Holder}, ctx.Err()
+		if err != nil {
+			// The lookup failed: say so, never the holder seen earlier.
+			return driver.Grant{}, err
 		}
-		if err != nil || g.Acquired {
-			return g, err
+		if g.Acquired {
+			return g, nil
 		}
 		last = g
 		timer.Reset(nextPoll(g.Holder))
@@ -89,11 +90,27 @@ func nextPoll(h driver.Holder) time.Duration {
 	return waiterPoll
 }
 
-// dequeue gives up req's place in the queue, best effort, detached from
-// ctx (which is usually done by now).
+// dequeue gives up req's place in the queue, best effort, in the
+// background and detached from ctx (usually done by now), so that the
+// caller returns by its deadline; Close waits for it.
 func (d *redisDriver) dequeue(ctx context.Context, req driver.Request) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
 	keys := []string{d.keys.Lock(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name)}
-	_ = redisscript.Dequeue.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
+	d.background(ctx, func(ctx context.Context) {
+		_ = redisscript.Dequeue.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
+	})
+}
+
+// cleanupTimeout bounds each background cleanup.
+const cleanupTimeout = time.Second
+
+// background runs fn detached from ctx's cancellation, bounded by
+// cleanupTimeout, tracked for Close.
+func (d *redisDriver) background(ctx context.Context, fn func(context.Context)) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		fn(ctx)
+	}()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock"
@@ -26,6 +27,12 @@ type redisDriver struct {
 	keys   redisscript.Keys
 	cfg    config
 	notify *notifier
+	// cluster: one fence counter per hash slot rather than one per server.
+	cluster bool
+	// bg tracks best-effort cleanups (leaving a queue, undoing a grant
+	// that replicas did not confirm) that run after the call that needed
+	// them has returned by its deadline; Close waits for them.
+	bg sync.WaitGroup
 }
 
 // New returns a Locker that keeps its locks on the caller's Redis, through
@@ -50,6 +57,7 @@ func New(client redis.UniversalClient, opts ...Option) (*dlock.Locker, error) {
 
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
 	d := &redisDriver{client: client, owned: owned, keys: redisscript.Keys{Prefix: cfg.prefix}, cfg: cfg}
+	_, d.cluster = client.(*redis.ClusterClient)
 	d.notify = newNotifier(client)
 	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
 	defer cancel()
@@ -92,32 +100,46 @@ func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease tim
 // acquire runs the acquire script once; with a waiter lease, a caller that
 // is not granted joins (or stays in) the name's queue.
 func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, error) {
-	keys := []string{d.keys.Lock(req.Name), d.keys.Fence(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name)}
-	reply, err := redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds()).Slice()
+	reply, err := d.acquireCmd(ctx, c, req, lease).Slice()
 	if err != nil {
-		return driver.Grant{}, err
+		return driver.Grant{}, classify(err)
 	}
 	return parseGrant(req.Name, reply)
 }
 
-// parseGrant reads {1, fence} or {0, fence, owner, pttl}.
+// acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
+func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) *redis.Cmd {
+	keys := []string{d.keys.Lock(req.Name), d.keys.Counter(req.Name, d.cluster),
+		d.keys.Queue(req.Name), d.keys.Deadlines(req.Name), d.keys.LegacyFence(req.Name)}
+	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds())
+}
+
+// parseGrant reads {1, fence, time} or {0, fence, owner, pttl, time}. Only
+// a well-formed "held" reply, which is Redis itself saying that another
+// token holds the lock (or that the queue reserves it), yields a Grant
+// that is not acquired; anything else is an error, never a holder.
 func parseGrant(name string, reply []any) (driver.Grant, error) {
+	bad := fmt.Errorf("redislock: unexpected acquire reply %v", reply)
 	if len(reply) < 2 {
-		return driver.Grant{}, fmt.Errorf("redislock: unexpected acquire reply %v", reply)
+		return driver.Grant{}, bad
 	}
 	fence, err := parseFence(reply[1])
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	if ok, _ := reply[0].(int64); ok == 1 {
+	code, _ := reply[0].(int64)
+	switch {
+	case code == 1 && reply[0] != nil:
 		return driver.Grant{Acquired: true, Fence: fence}, nil
+	case code != 0 || len(reply) < 4:
+		return driver.Grant{}, bad
 	}
-	h := driver.Holder{Name: name, Fence: fence, TTL: -1}
-	if len(reply) >= 4 {
-		h.Owner, _ = reply[2].(string)
-		h.TTL = pttl(reply[3])
+	owner, ok1 := reply[2].(string)
+	ms, ok2 := reply[3].(int64)
+	if !ok1 || !ok2 {
+		return driver.Grant{}, bad
 	}
-	return driver.Grant{Holder: h}, nil
+	return driver.Grant{Holder: driver.Holder{Name: name, Owner: owner, Fence: fence, TTL: pttl(ms)}}, nil
 }
 
 func parseFence(v any) (uint64, error) {
@@ -142,7 +164,7 @@ func pttl(v any) time.Duration {
 func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
 	n, err := redisscript.Refresh.Run(ctx, d.client, []string{d.keys.Lock(name)}, token, ttlMillis(ttl)).Int64()
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	return outcome(n)
 }
@@ -157,7 +179,7 @@ func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token
 	keys := []string{d.keys.Lock(name), d.keys.Queue(name)}
 	n, err := redisscript.Release.Run(ctx, c, keys, token, d.keys.Channel(name)).Int64()
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	return outcome(n)
 }
@@ -177,6 +199,7 @@ func outcome(n int64) error {
 // Close stops the release subscription and, when the driver was opened
 // from a URL, closes its client.
 func (d *redisDriver) Close() error {
+	d.bg.Wait()
 	err := d.notify.close()
 	if d.owned {
 		err = errors.Join(err, d.client.Close())

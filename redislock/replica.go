@@ -28,7 +28,7 @@ func (d *redisDriver) acquireSynced(ctx context.Context, req driver.Request, lea
 	if err == nil && n >= int64(d.cfg.replicas) {
 		return g, nil
 	}
-	_ = d.release(context.WithoutCancel(ctx), conn, req.Name, req.Token)
+	d.background(ctx, func(ctx context.Context) { _ = d.release(ctx, d.client, req.Name, req.Token) })
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("redislock: WAIT for %d replicas: %w", d.cfg.replicas, err)
 	}
