@@ -21,7 +21,7 @@ func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Holder, 
 		return driver.Holder{}, false, nil
 	}
 	if err != nil {
-		return driver.Holder{}, false, classify(err)
+		return driver.Holder{}, false, redisscript.Classify(err)
 	}
 	return holderOf(name, reply)
 }
@@ -84,7 +84,7 @@ func (d *redisDriver) ForceRelease(ctx context.Context, name string) (driver.Hol
 	keys := []string{d.keys.Lock(name), d.keys.Counter(name, d.cluster), d.keys.Queue(name), d.keys.LegacyFence(name)}
 	reply, err := redisscript.ForceRelease.Run(ctx, d.client, keys, d.keys.Channel(name)).Slice()
 	if err != nil {
-		return driver.Holder{}, false, 0, classify(err)
+		return driver.Holder{}, false, 0, redisscript.Classify(err)
 	}
 	if len(reply) != 3 {
 		return driver.Holder{}, false, 0, fmt.Errorf("redislock: unexpected force-release reply %v", reply)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -46,6 +47,7 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	redisscript.RouteLogs()
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("redislock: connect: %w", scrub(err, rawURL))

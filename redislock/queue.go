@@ -62,8 +62,13 @@ func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-cha
 		if g.Acquired {
 			g.Since = sent // the TTL counts from this attempt, not from the queueing
 		}
+		if err != nil && ctx.Err() != nil {
+			// The wait ran out during an attempt: the last answer Redis
+			// gave stands (a failure before it was an error, returned
+			// below at once).
+			return driver.Grant{Holder: last.Holder}, ctx.Err()
+		}
 		if err != nil {
-			// The lookup failed: say so, never the holder seen earlier.
 			return driver.Grant{}, err
 		}
 		if g.Acquired {

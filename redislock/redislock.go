@@ -102,7 +102,7 @@ func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease tim
 func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, error) {
 	reply, err := d.acquireCmd(ctx, c, req, lease).Slice()
 	if err != nil {
-		return driver.Grant{}, classify(err)
+		return driver.Grant{}, redisscript.Classify(err)
 	}
 	return parseGrant(req.Name, reply)
 }
@@ -164,7 +164,7 @@ func pttl(v any) time.Duration {
 func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
 	n, err := redisscript.Refresh.Run(ctx, d.client, []string{d.keys.Lock(name)}, token, ttlMillis(ttl)).Int64()
 	if err != nil {
-		return classify(err)
+		return redisscript.Classify(err)
 	}
 	return outcome(n)
 }
@@ -179,7 +179,7 @@ func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token
 	keys := []string{d.keys.Lock(name), d.keys.Queue(name)}
 	n, err := redisscript.Release.Run(ctx, c, keys, token, d.keys.Channel(name)).Int64()
 	if err != nil {
-		return classify(err)
+		return redisscript.Classify(err)
 	}
 	return outcome(n)
 }

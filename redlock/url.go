@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,6 +34,7 @@ func open(_ context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	redisscript.RouteLogs()
 	clients := make([]redis.UniversalClient, 0, len(hosts))
 	for _, h := range hosts {
 		node := url.URL{Scheme: scheme, User: u.User, Host: h, Path: u.Path, RawQuery: rest.Encode()}

@@ -1,4 +1,4 @@
-package redislock
+package redisscript
 
 import (
 	"errors"
@@ -20,10 +20,10 @@ var permanentPrefixes = []string{
 	"ERR AUTH", "ERR invalid password", "ERR Client sent AUTH",
 }
 
-// classify marks err permanent (driver.Permanent) when it is an error
+// Classify marks err permanent (driver.Permanent) when it is an error
 // reply from Redis that no retry can cure; anything else, including every
 // transport failure and context error, is returned unchanged.
-func classify(err error) error {
+func Classify(err error) error {
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) {
 		return err
