@@ -109,8 +109,7 @@ func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.
 
 // acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
 func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) *redis.Cmd {
-	keys := []string{d.keys.Lock(req.Name), d.keys.Counter(req.Name, d.cluster),
-		d.keys.Queue(req.Name), d.keys.Deadlines(req.Name), d.keys.LegacyFence(req.Name)}
+	keys := d.keys.Set(req.Name, d.cluster)
 	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds())
 }
 
@@ -119,9 +118,11 @@ func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driv
 // token holds the lock (or that the queue reserves it), yields a Grant
 // that is not acquired; anything else is an error, never a holder.
 func parseGrant(name string, reply []any) (driver.Grant, error) {
-	bad := fmt.Errorf("redislock: unexpected acquire reply %v", reply)
+	bad := func() (driver.Grant, error) {
+		return driver.Grant{}, fmt.Errorf("redislock: unexpected acquire reply %v", reply)
+	}
 	if len(reply) < 2 {
-		return driver.Grant{}, bad
+		return bad()
 	}
 	fence, err := parseFence(reply[1])
 	if err != nil {
@@ -132,12 +133,12 @@ func parseGrant(name string, reply []any) (driver.Grant, error) {
 	case code == 1 && reply[0] != nil:
 		return driver.Grant{Acquired: true, Fence: fence}, nil
 	case code != 0 || len(reply) < 4:
-		return driver.Grant{}, bad
+		return bad()
 	}
 	owner, ok1 := reply[2].(string)
 	ms, ok2 := reply[3].(int64)
 	if !ok1 || !ok2 {
-		return driver.Grant{}, bad
+		return bad()
 	}
 	return driver.Grant{Holder: driver.Holder{Name: name, Owner: owner, Fence: fence, TTL: pttl(ms)}}, nil
 }
@@ -176,7 +177,8 @@ func (d *redisDriver) Release(ctx context.Context, name, token string) error {
 }
 
 func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token string) error {
-	keys := []string{d.keys.Lock(name), d.keys.Queue(name)}
+	lock := d.keys.Lock(name)
+	keys := []string{lock, lock + ":queue"}
 	n, err := redisscript.Release.Run(ctx, c, keys, token, d.keys.Channel(name)).Int64()
 	if err != nil {
 		return redisscript.Classify(err)

@@ -31,6 +31,18 @@ var (
 // Lock returns the lock key of name.
 func (k Keys) Lock(name string) string { return k.Prefix + "{" + escaper.Replace(name) + "}" }
 
+// Set returns every key of name that the acquire script uses, in its
+// KEYS order: lock, fence counter, queue, waiter deadlines, legacy fence.
+// It escapes the name once.
+func (k Keys) Set(name string, cluster bool) []string {
+	lock := k.Lock(name)
+	counter := k.Prefix + "fence"
+	if cluster {
+		counter = k.Prefix + "fence:{" + SlotTag(Slot(lock)) + "}"
+	}
+	return []string{lock, counter, lock + ":queue", lock + ":waiters", lock + ":fence"}
+}
+
 // LegacyFence returns the per-name fence counter key that versions before
 // the bounded layout kept forever.
 func (k Keys) LegacyFence(name string) string { return k.Lock(name) + ":fence" }

@@ -85,3 +85,14 @@ func TestSlotTags(t *testing.T) {
 		t.Errorf("Slot(123456789) = %d, want %d", Slot("123456789"), 0x31C3)
 	}
 }
+
+func TestSet(t *testing.T) {
+	k := Keys{Prefix: "p:"}
+	for _, cluster := range []bool{false, true} {
+		got := k.Set("a}b", cluster)
+		want := []string{k.Lock("a}b"), k.Counter("a}b", cluster), k.Queue("a}b"), k.Deadlines("a}b"), k.LegacyFence("a}b")}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("Set(cluster=%v) = %q, want %q", cluster, got, want)
+		}
+	}
+}
