@@ -12,14 +12,24 @@ import (
 // RefreshBatch implements driver.BatchRefresher: one refresh_batch script
 // call per hash slot (a single call on a single server), all sent in one
 // pipeline, so a Cluster costs one round trip per node.
+//
+// Under WithReplicaSync each slot's batch runs on a connection to its
+// primary followed by WAIT; a batch the replicas did not confirm fails as
+// a whole (every lease in it unconfirmed, none reported lost).
 func (d *redisDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
 	groups := d.groupBySlot(items)
-	cmds, err := d.runBatches(ctx, items, groups, false)
-	if isNoScript(err) {
-		cmds, err = d.runBatches(ctx, items, groups, true)
+	var cmds []*redis.Cmd
+	var err error
+	if d.cfg.replicas > 0 {
+		cmds, err = d.runSynced(ctx, items, groups)
+	} else {
+		cmds, err = d.runBatches(ctx, d.client, items, groups, false)
+		if isNoScript(err) {
+			cmds, err = d.runBatches(ctx, d.client, items, groups, true)
+		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, redisscript.Classify(err)
 	}
 	results := make([]error, len(items))
 	for g, idx := range groups {
@@ -64,9 +74,9 @@ func (d *redisDriver) groupBySlot(items []driver.RefreshItem) [][]int {
 
 // runBatches pipelines one script call per group, by digest or (after a
 // NOSCRIPT) by source, which also caches the script again.
-func (d *redisDriver) runBatches(ctx context.Context, items []driver.RefreshItem, groups [][]int, source bool) ([]*redis.Cmd, error) {
+func (d *redisDriver) runBatches(ctx context.Context, c redis.Cmdable, items []driver.RefreshItem, groups [][]int, source bool) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(groups))
-	_, err := d.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for g, idx := range groups {
 			keys := make([]string, len(idx))
 			args := make([]any, 0, 2*len(idx))
@@ -83,6 +93,28 @@ func (d *redisDriver) runBatches(ctx context.Context, items []driver.RefreshItem
 		return nil
 	})
 	return cmds, err
+}
+
+// runSynced runs each group's batch on its primary, then WAIT there.
+func (d *redisDriver) runSynced(ctx context.Context, items []driver.RefreshItem, groups [][]int) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(groups))
+	for g, idx := range groups {
+		what := fmt.Sprintf("batch refresh of %d leases", len(idx))
+		err := d.synced(ctx, d.keys.Lock(items[idx[0]].Name), what, func(c *redis.Conn) error {
+			one, err := d.runBatches(ctx, c, items, [][]int{idx}, false)
+			if isNoScript(err) {
+				one, err = d.runBatches(ctx, c, items, [][]int{idx}, true)
+			}
+			if err == nil {
+				cmds[g] = one[0]
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cmds, nil
 }
 
 func isNoScript(err error) bool {

@@ -162,8 +162,28 @@ func pttl(v any) time.Duration {
 }
 
 // Refresh runs the refresh script, which never re-creates a missing lock.
+// Under WithReplicaSync it keeps the grant's promise: the refresh counts
+// only once WAIT confirms the replicas have it, else it is an error.
 func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
-	n, err := redisscript.Refresh.Run(ctx, d.client, []string{d.keys.Lock(name)}, token, ttlMillis(ttl)).Int64()
+	if d.cfg.replicas == 0 {
+		return d.refresh(ctx, d.client, name, token, ttl)
+	}
+	var held error
+	err := d.synced(ctx, d.keys.Lock(name), "refresh of "+strconv.Quote(name), func(c *redis.Conn) error {
+		held = d.refresh(ctx, c, name, token, ttl)
+		if errors.Is(held, driver.ErrNotHeld) {
+			return nil // nothing to confirm: report the loss itself
+		}
+		return held
+	})
+	if err != nil {
+		return err
+	}
+	return held
+}
+
+func (d *redisDriver) refresh(ctx context.Context, c redis.Scripter, name, token string, ttl time.Duration) error {
+	n, err := redisscript.Refresh.Run(ctx, c, []string{d.keys.Lock(name)}, token, ttlMillis(ttl)).Int64()
 	if err != nil {
 		return redisscript.Classify(err)
 	}

@@ -47,3 +47,35 @@ func (d *redisDriver) primaryFor(ctx context.Context, key string) (*redis.Client
 		return nil, fmt.Errorf("redislock: WithReplicaSync needs a *redis.Client or *redis.ClusterClient, not %T", d.client)
 	}
 }
+
+// errUnconfirmed reports a refresh that too few replicas confirmed. It is
+// not driver.ErrNotHeld: the lease may well be held, but the promise of
+// WithReplicaSync (a failover cannot lose it) is not kept, so the
+// watchdog must count the refresh as failed and try again, and declare
+// the lease lost if no refresh is confirmed in time.
+func (d *redisDriver) errUnconfirmed(what string, n int64, err error) error {
+	if err != nil {
+		return fmt.Errorf("redislock: %s: WAIT for %d replicas: %w", what, d.cfg.replicas, err)
+	}
+	return fmt.Errorf("redislock: %s reached %d of %d replicas within %s", what, n, d.cfg.replicas, d.cfg.replicaTimeout)
+}
+
+// synced runs fn on one connection to the primary that owns key, then
+// WAIT on that connection; it fails unless fn succeeded and the replicas
+// confirmed its writes.
+func (d *redisDriver) synced(ctx context.Context, key, what string, fn func(c *redis.Conn) error) error {
+	node, err := d.primaryFor(ctx, key)
+	if err != nil {
+		return err
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	if err := fn(conn); err != nil {
+		return err
+	}
+	n, err := conn.Wait(ctx, d.cfg.replicas, d.cfg.replicaTimeout).Result()
+	if err != nil || n < int64(d.cfg.replicas) {
+		return d.errUnconfirmed(what, n, err)
+	}
+	return nil
+}
