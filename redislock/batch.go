@@ -50,8 +50,18 @@ func (d *redisDriver) RefreshBatch(ctx context.Context, items []driver.RefreshIt
 // groupBySlot returns the indexes of items grouped by their Cluster slot
 // (one group when the client is not a Cluster client).
 func (d *redisDriver) groupBySlot(items []driver.RefreshItem) [][]int {
-	if _, ok := d.client.(*redis.ClusterClient); !ok {
-		all := make([]int, len(items))
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = it.Name
+	}
+	return d.groupNames(names)
+}
+
+// groupNames returns the indexes of names grouped by their Cluster slot
+// (one group when the client is not a Cluster client).
+func (d *redisDriver) groupNames(names []string) [][]int {
+	if !d.cluster {
+		all := make([]int, len(names))
 		for i := range all {
 			all[i] = i
 		}
@@ -59,8 +69,8 @@ func (d *redisDriver) groupBySlot(items []driver.RefreshItem) [][]int {
 	}
 	bySlot := map[int]int{}
 	var groups [][]int
-	for i, it := range items {
-		s := slot(d.keys.Lock(it.Name))
+	for i, name := range names {
+		s := slot(d.keys.Lock(name))
 		g, ok := bySlot[s]
 		if !ok {
 			g = len(groups)

@@ -235,4 +235,6 @@ var (
 	_ driver.BatchRefresher = (*redisDriver)(nil)
 	_ driver.Lister         = (*redisDriver)(nil)
 	_ driver.ForceReleaser  = (*redisDriver)(nil)
+	_ driver.BatchReleaser  = (*redisDriver)(nil)
+	_ driver.Diagnoser      = (*redisDriver)(nil)
 )
