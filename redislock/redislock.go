@@ -86,11 +86,13 @@ func ttlMillis(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
 // TryAcquire runs the acquire script: one round trip that takes the lock
 // and issues its fence, or describes the holder.
 func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	return d.attempt(ctx, req, 0)
+	g, _, err := d.attempt(ctx, req, 0)
+	return g, err
 }
 
-// attempt is one acquire (with WAIT for replicas when configured).
-func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, error) {
+// attempt is one acquire (with WAIT for replicas when configured). It also
+// returns the server's clock (µs) when the script ran.
+func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
 	if d.cfg.replicas > 0 {
 		return d.acquireSynced(ctx, req, lease)
 	}
@@ -99,12 +101,17 @@ func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease tim
 
 // acquire runs the acquire script once; with a waiter lease, a caller that
 // is not granted joins (or stays in) the name's queue.
-func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, error) {
+func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
 	reply, err := d.acquireCmd(ctx, c, req, lease).Slice()
 	if err != nil {
-		return driver.Grant{}, redisscript.Classify(err)
+		return driver.Grant{}, 0, redisscript.Classify(err)
 	}
-	return parseGrant(req.Name, reply)
+	g, err := parseGrant(req.Name, reply)
+	if err != nil {
+		return driver.Grant{}, 0, err
+	}
+	us, _ := parseFence(reply[len(reply)-1])
+	return g, us, nil
 }
 
 // acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
@@ -197,9 +204,13 @@ func (d *redisDriver) Release(ctx context.Context, name, token string) error {
 }
 
 func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token string) error {
-	lock := d.keys.Lock(name)
-	keys := []string{lock, lock + ":queue"}
-	n, err := redisscript.Release.Run(ctx, c, keys, token, d.keys.Channel(name)).Int64()
+	ks := d.keys.Set(name, d.cluster)
+	keys := []string{ks[0], ks[2], ks[1], ks[3], ks[5]}
+	handoff := "1"
+	if d.cfg.replicas > 0 {
+		handoff = "0"
+	}
+	n, err := redisscript.Release.Run(ctx, c, keys, token, ks[0]+":released", handoff).Int64()
 	if err != nil {
 		return redisscript.Classify(err)
 	}

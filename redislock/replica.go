@@ -13,26 +13,26 @@ import (
 // run on one connection (WAIT counts the replicas that have this
 // connection's writes), and a grant that too few replicas confirmed is
 // released on that connection before the error is returned.
-func (d *redisDriver) acquireSynced(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, error) {
+func (d *redisDriver) acquireSynced(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
 	node, err := d.primaryFor(ctx, d.keys.Lock(req.Name))
 	if err != nil {
-		return driver.Grant{}, err
+		return driver.Grant{}, 0, err
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	g, err := d.acquire(ctx, conn, req, lease)
+	g, us, err := d.acquire(ctx, conn, req, lease)
 	if err != nil || !g.Acquired {
-		return g, err
+		return g, us, err
 	}
 	n, err := conn.Wait(ctx, d.cfg.replicas, d.cfg.replicaTimeout).Result()
 	if err == nil && n >= int64(d.cfg.replicas) {
-		return g, nil
+		return g, us, nil
 	}
 	d.background(ctx, func(ctx context.Context) { _ = d.release(ctx, d.client, req.Name, req.Token) })
 	if err != nil {
-		return driver.Grant{}, fmt.Errorf("redislock: WAIT for %d replicas: %w", d.cfg.replicas, err)
+		return driver.Grant{}, 0, fmt.Errorf("redislock: WAIT for %d replicas: %w", d.cfg.replicas, err)
 	}
-	return driver.Grant{}, fmt.Errorf("redislock: grant of %q reached %d of %d replicas within %s; released it",
+	return driver.Grant{}, 0, fmt.Errorf("redislock: grant of %q reached %d of %d replicas within %s; released it",
 		req.Name, n, d.cfg.replicas, d.cfg.replicaTimeout)
 }
 

@@ -2,8 +2,9 @@
 -- respecting the FIFO queue of waiters.
 -- KEYS[1] lock, KEYS[2] fence counter (one per server, or per Cluster
 -- slot), KEYS[3] queue (zset token -> arrival in us), KEYS[4] waiter
--- deadlines (zset token -> ms), KEYS[5] the name's legacy fence counter;
--- one hash slot.
+-- deadlines (zset token -> ms), KEYS[5] the name's legacy fence counter,
+-- KEYS[6] queued waiters' requests (hash token -> "ttl\nowner", for the
+-- release's hand-off); one hash slot.
 -- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] owner, ARGV[4] waiter lease in
 -- ms: 0 for a single attempt, else the caller queues (or stays queued)
 -- when it is not granted, and must come back within that lease.
@@ -50,8 +51,10 @@ local function enqueue()
   if lease > 0 then
     redis.call('ZADD', KEYS[3], 'NX', us, tok)
     redis.call('ZADD', KEYS[4], nowms + lease, tok)
+    redis.call('HSET', KEYS[6], tok, ARGV[2] .. '\n' .. ARGV[3])
     redis.call('PEXPIRE', KEYS[3], 2 * lease)
     redis.call('PEXPIRE', KEYS[4], 2 * lease)
+    redis.call('PEXPIRE', KEYS[6], 2 * lease)
   end
 end
 
@@ -70,6 +73,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   for _, w in ipairs(dead) do
     redis.call('ZREM', KEYS[3], w)
     redis.call('ZREM', KEYS[4], w)
+    redis.call('HDEL', KEYS[6], w)
   end
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head and head ~= tok then
@@ -78,6 +82,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   end
   redis.call('ZREM', KEYS[3], tok)
   redis.call('ZREM', KEYS[4], tok)
+  redis.call('HDEL', KEYS[6], tok)
 end
 -- Migration from the per-name counters of older versions: fold the
 -- name's counter into the fence, then drop it.

@@ -32,7 +32,8 @@ var (
 func (k Keys) Lock(name string) string { return k.Prefix + "{" + escaper.Replace(name) + "}" }
 
 // Set returns every key of name that the acquire script uses, in its
-// KEYS order: lock, fence counter, queue, waiter deadlines, legacy fence.
+// KEYS order: lock, fence counter, queue, waiter deadlines, legacy fence,
+// waiters' requests.
 // It escapes the name once.
 func (k Keys) Set(name string, cluster bool) []string {
 	lock := k.Lock(name)
@@ -40,7 +41,7 @@ func (k Keys) Set(name string, cluster bool) []string {
 	if cluster {
 		counter = k.Prefix + "fence:{" + SlotTag(Slot(lock)) + "}"
 	}
-	return []string{lock, counter, lock + ":queue", lock + ":waiters", lock + ":fence"}
+	return []string{lock, counter, lock + ":queue", lock + ":waiters", lock + ":fence", lock + ":asks"}
 }
 
 // LegacyFence returns the per-name fence counter key that versions before
@@ -63,6 +64,10 @@ func (k Keys) Queue(name string) string { return k.Lock(name) + ":queue" }
 // Deadlines returns the key of the deadlines by which name's queued
 // waiters must renew their place (a sorted set of tokens by deadline).
 func (k Keys) Deadlines(name string) string { return k.Lock(name) + ":waiters" }
+
+// Asks returns the key of the requests (TTL, owner) of name's queued
+// waiters, which a release uses to hand the lock to the queue's head.
+func (k Keys) Asks(name string) string { return k.Lock(name) + ":asks" }
 
 // Channel returns the release channel of name.
 func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }

@@ -16,7 +16,7 @@ func TestKeysRoundTrip(t *testing.T) {
 		if got, ok := k.Name(lock); !ok || got != name {
 			t.Errorf("Name(Lock(%q)) = %q, %v", name, got, ok)
 		}
-		for _, other := range []string{k.LegacyFence(name), k.Queue(name), k.Deadlines(name), k.Channel(name)} {
+		for _, other := range []string{k.LegacyFence(name), k.Queue(name), k.Deadlines(name), k.Asks(name), k.Channel(name)} {
 			if !strings.HasPrefix(other, lock+":") {
 				t.Errorf("%q does not share %q's hash tag", other, lock)
 			}
@@ -90,7 +90,7 @@ func TestSet(t *testing.T) {
 	k := Keys{Prefix: "p:"}
 	for _, cluster := range []bool{false, true} {
 		got := k.Set("a}b", cluster)
-		want := []string{k.Lock("a}b"), k.Counter("a}b", cluster), k.Queue("a}b"), k.Deadlines("a}b"), k.LegacyFence("a}b")}
+		want := []string{k.Lock("a}b"), k.Counter("a}b", cluster), k.Queue("a}b"), k.Deadlines("a}b"), k.LegacyFence("a}b"), k.Asks("a}b")}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("Set(cluster=%v) = %q, want %q", cluster, got, want)
 		}
