@@ -89,7 +89,7 @@ func TestReplicaSyncRefresh(t *testing.T) {
 	primary, replica := primaryWithReplica(t)
 	c := client(t, primary.Addr)
 	ctx := ctxT(t)
-	l := locker(t, c, redislock.WithReplicaSync(1), redislock.WithReplicaTimeout(100*time.Millisecond))
+	l := locker(t, c, redislock.WithReplicaSync(1), redislock.WithReplicaTimeout(500*time.Millisecond))
 	defer l.Close()
 	ls, err := l.TryAcquire(ctx, "replica/refresh", dlock.WithTTL(3*time.Second), dlock.WithAutoRefresh(false))
 	if err != nil {
@@ -112,7 +112,7 @@ func TestReplicaSyncRefresh(t *testing.T) {
 		t.Fatal("a grant with the replica paused was confirmed")
 	}
 	replica.Resume()
-	auto, err := l.TryAcquire(ctx, "replica/watchdog", dlock.WithTTL(2*time.Second))
+	auto, err := l.TryAcquire(ctx, "replica/watchdog", dlock.WithTTL(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
