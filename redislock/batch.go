@@ -17,6 +17,10 @@ import (
 // primary followed by WAIT; a batch the replicas did not confirm fails as
 // a whole (every lease in it unconfirmed, none reported lost).
 func (d *redisDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
+	return bounded(ctx, d, func() ([]error, error) { return d.refreshBatch(ctx, items) })
+}
+
+func (d *redisDriver) refreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
 	groups := d.groupBySlot(items)
 	var cmds []*redis.Cmd
 	var err error

@@ -67,8 +67,10 @@
 // retried). dlock.Open's ttl, wait and owner are handled before.
 // Any other key is an error wrapping dlock.ErrInvalidArgument. Open checks
 // the connection with PING. Passwords never appear in errors. A client
-// passed to New keeps its own settings: give it ContextTimeoutEnabled too
-// (Diagnose warns when it is off).
+// passed to New keeps its own settings; without ContextTimeoutEnabled the
+// driver still returns by the deadline (the call goes on in a goroutine,
+// bounded by the client's own timeouts, and its outcome is dropped), but
+// setting it is cheaper (Diagnose warns when it is off).
 //
 // Drivers opened from a URL send go-redis's own log lines ("failed to dial
 // after 5 attempts") to slog.Default at Debug level instead of standard

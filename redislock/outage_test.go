@@ -187,10 +187,22 @@ func TestOutageInjected(t *testing.T) {
 }
 
 // TestOutagePaused freezes the server (SIGSTOP): every acquire path must
-// return an error by its deadline, free or held.
+// return an error by its deadline, free or held, with a client built from
+// a URL and with a caller's plain client (no ContextTimeoutEnabled).
 func TestOutagePaused(t *testing.T) {
+	t.Run("url-client", func(t *testing.T) { testOutagePaused(t, true) })
+	t.Run("plain-client", func(t *testing.T) { testOutagePaused(t, false) })
+}
+
+func testOutagePaused(t *testing.T, fromURL bool) {
 	srv := testserver.Redis(t)
-	c := urlClient(t, srv.URL())
+	var c redis.UniversalClient
+	if fromURL {
+		c = urlClient(t, srv.URL())
+	} else {
+		c = redis.NewClient(&redis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { _ = c.Close() })
+	}
 	d := testDriver(t, c)
 	held := holdAsThief(t, d, "paused/held")
 	srv.Pause()
@@ -198,6 +210,18 @@ func TestOutagePaused(t *testing.T) {
 	for pathName, fn := range paths {
 		check(t, pathName+"/free", fn, d, "paused/free", nil, 500*time.Millisecond, func() {})
 		check(t, pathName+"/held", fn, d, "paused/held", held, 500*time.Millisecond, func() {})
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := d.Refresh(rctx, "paused/held", "thief-token", time.Minute); err == nil {
+		t.Error("Refresh on a paused server succeeded")
+	}
+	if err := d.Release(rctx, "paused/held", "thief-token"); err == nil {
+		t.Error("Release on a paused server succeeded")
+	}
+	if took := time.Since(start); took > 300*time.Millisecond+deadlineSlack {
+		t.Errorf("Refresh and Release returned after %s, deadline 300ms", took)
 	}
 	srv.Resume()
 }

@@ -29,6 +29,9 @@ type redisDriver struct {
 	notify *notifier
 	// cluster: one fence counter per hash slot rather than one per server.
 	cluster bool
+	// honours: the client returns by its context's deadline on its own
+	// (ContextTimeoutEnabled); if not, calls are bounded (deadline.go).
+	honours bool
 	// bg tracks best-effort cleanups (leaving a queue, undoing a grant
 	// that replicas did not confirm) that run after the call that needed
 	// them has returned by its deadline; Close waits for them.
@@ -58,6 +61,7 @@ func New(client redis.UniversalClient, opts ...Option) (*dlock.Locker, error) {
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
 	d := &redisDriver{client: client, owned: owned, keys: redisscript.Keys{Prefix: cfg.prefix}, cfg: cfg}
 	_, d.cluster = client.(*redis.ClusterClient)
+	d.honours = honoursDeadlines(client)
 	d.notify = newNotifier(client)
 	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
 	defer cancel()
@@ -93,10 +97,21 @@ func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (drive
 // attempt is one acquire (with WAIT for replicas when configured). It also
 // returns the server's clock (µs) when the script ran.
 func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
-	if d.cfg.replicas > 0 {
-		return d.acquireSynced(ctx, req, lease)
+	type reply struct {
+		g  driver.Grant
+		us uint64
 	}
-	return d.acquire(ctx, d.client, req, lease)
+	r, err := bounded(ctx, d, func() (reply, error) {
+		var r reply
+		var err error
+		if d.cfg.replicas > 0 {
+			r.g, r.us, err = d.acquireSynced(ctx, req, lease)
+		} else {
+			r.g, r.us, err = d.acquire(ctx, d.client, req, lease)
+		}
+		return r, err
+	})
+	return r.g, r.us, err
 }
 
 // acquire runs the acquire script once; with a waiter lease, a caller that
@@ -172,6 +187,11 @@ func pttl(v any) time.Duration {
 // Under WithReplicaSync it keeps the grant's promise: the refresh counts
 // only once WAIT confirms the replicas have it, else it is an error.
 func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
+	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.refreshOnce(ctx, name, token, ttl) })
+	return err
+}
+
+func (d *redisDriver) refreshOnce(ctx context.Context, name, token string, ttl time.Duration) error {
 	if d.cfg.replicas == 0 {
 		return d.refresh(ctx, d.client, name, token, ttl)
 	}
@@ -200,7 +220,8 @@ func (d *redisDriver) refresh(ctx context.Context, c redis.Scripter, name, token
 // Release runs the release script, which also publishes on the name's
 // release channel to wake waiters.
 func (d *redisDriver) Release(ctx context.Context, name, token string) error {
-	return d.release(ctx, d.client, name, token)
+	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.release(ctx, d.client, name, token) })
+	return err
 }
 
 func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token string) error {

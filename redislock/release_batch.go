@@ -17,6 +17,10 @@ const maxReleaseBatch = 1000
 // call per hash slot (and per 1,000 leases), all sent in one pipeline, so
 // that Locker.Close on 10,000 leases costs one round trip per node.
 func (d *redisDriver) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
+	return bounded(ctx, d, func() ([]error, error) { return d.releaseBatch(ctx, items) })
+}
+
+func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
 	names := make([]string, len(items))
 	for i, it := range items {
 		names[i] = it.Name
