@@ -15,7 +15,9 @@
 -- pttl -2 when the lock is free but reserved for the head of the queue.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local us = string.format('%.0f', now)
+-- The same as a decimal string, without string.format (which costs more
+-- than any other step of the fast path).
+local us = t[1] .. string.sub('00000' .. t[2], -6)
 
 -- Fast path: no lock, nobody queued, no legacy counter: four calls in
 -- all. The fence is max(counter + 1, server clock in us); SET ... GET

@@ -49,7 +49,7 @@ if not ask then
   return 1
 end
 local ttl, owner = string.match(ask, '^([^\n]*)\n(.*)$')
-local us = string.format('%.0f', now)
+local us = t[1] .. string.sub('00000' .. t[2], -6)
 local last = tonumber(redis.call('SET', KEYS[3], us, 'GET') or '0') or 0
 local f = us
 if last >= now then
