@@ -265,3 +265,25 @@ func TestPermanentErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestURLContextTimeout: clients built from a URL honour context deadlines
+// unless the URL says context_timeout_enabled=false (a key go-redis's own
+// ParseURL rejects).
+func TestURLContextTimeout(t *testing.T) {
+	for url, want := range map[string]bool{
+		"redis://127.0.0.1:1":                                            true,
+		"redis://127.0.0.1:1?context_timeout_enabled=true":               true,
+		"redis://127.0.0.1:1?context_timeout_enabled=false":              false,
+		"redis://127.0.0.1:1?addr=127.0.0.1:2":                           true,
+		"redis://127.0.0.1:1?addr=127.0.0.1:2&context_timeout_enabled=0": false,
+	} {
+		c, _, err := parseURL(url)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		if got := honoursDeadlines(c); got != want {
+			t.Errorf("%s: ContextTimeoutEnabled = %v, want %v", url, got, want)
+		}
+		_ = c.Close()
+	}
+}

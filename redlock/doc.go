@@ -40,8 +40,9 @@
 // node gets the same user, password and database, and the go-redis query
 // options of redis.ParseURL (dial_timeout, read_timeout, pool_size, ...).
 // The driver's own keys: node_timeout (a duration, default 50ms), fencing
-// (true or false, default true) and tls (true: connect to every node as
-// rediss://). The portable keys ttl, wait and owner set the Locker's
+// (true or false, default true), tls (true: connect to every node as
+// rediss://) and context_timeout_enabled (default true; go-redis's
+// ParseURL does not read it). The portable keys ttl, wait and owner set the Locker's
 // defaults; any other key is an invalid argument. Clients built from a URL
 // honour context deadlines (ContextTimeoutEnabled) and are closed by
 // Locker.Close; clients passed to New stay the caller's.
