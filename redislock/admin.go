@@ -21,7 +21,7 @@ func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Holder, 
 		return driver.Holder{}, false, nil
 	}
 	if err != nil {
-		return driver.Holder{}, false, err
+		return driver.Holder{}, false, redisscript.Classify(err)
 	}
 	return holderOf(name, reply)
 }
@@ -81,10 +81,10 @@ func (d *redisDriver) scanNames(ctx context.Context, prefix string) ([]string, e
 // ForceRelease implements driver.ForceReleaser: one script deletes the
 // lock whatever its token, bumps the fence and wakes the waiters.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
-	keys := []string{d.keys.Lock(name), d.keys.Fence(name), d.keys.Queue(name)}
+	keys := []string{d.keys.Lock(name), d.keys.Counter(name, d.cluster), d.keys.Queue(name), d.keys.LegacyFence(name)}
 	reply, err := redisscript.ForceRelease.Run(ctx, d.client, keys, d.keys.Channel(name)).Slice()
 	if err != nil {
-		return driver.Holder{}, false, 0, err
+		return driver.Holder{}, false, 0, redisscript.Classify(err)
 	}
 	if len(reply) != 3 {
 		return driver.Holder{}, false, 0, fmt.Errorf("redislock: unexpected force-release reply %v", reply)

@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/redisscript"
@@ -13,14 +12,28 @@ import (
 // RefreshBatch implements driver.BatchRefresher: one refresh_batch script
 // call per hash slot (a single call on a single server), all sent in one
 // pipeline, so a Cluster costs one round trip per node.
+//
+// Under WithReplicaSync each slot's batch runs on a connection to its
+// primary followed by WAIT; a batch the replicas did not confirm fails as
+// a whole (every lease in it unconfirmed, none reported lost).
 func (d *redisDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
+	return bounded(ctx, d, func() ([]error, error) { return d.refreshBatch(ctx, items) })
+}
+
+func (d *redisDriver) refreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
 	groups := d.groupBySlot(items)
-	cmds, err := d.runBatches(ctx, items, groups, false)
-	if isNoScript(err) {
-		cmds, err = d.runBatches(ctx, items, groups, true)
+	var cmds []*redis.Cmd
+	var err error
+	if d.cfg.replicas > 0 {
+		cmds, err = d.runSynced(ctx, items, groups)
+	} else {
+		cmds, err = d.runBatches(ctx, d.client, items, groups, false)
+		if isNoScript(err) {
+			cmds, err = d.runBatches(ctx, d.client, items, groups, true)
+		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, redisscript.Classify(err)
 	}
 	results := make([]error, len(items))
 	for g, idx := range groups {
@@ -41,8 +54,18 @@ func (d *redisDriver) RefreshBatch(ctx context.Context, items []driver.RefreshIt
 // groupBySlot returns the indexes of items grouped by their Cluster slot
 // (one group when the client is not a Cluster client).
 func (d *redisDriver) groupBySlot(items []driver.RefreshItem) [][]int {
-	if _, ok := d.client.(*redis.ClusterClient); !ok {
-		all := make([]int, len(items))
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = it.Name
+	}
+	return d.groupNames(names)
+}
+
+// groupNames returns the indexes of names grouped by their Cluster slot
+// (one group when the client is not a Cluster client).
+func (d *redisDriver) groupNames(names []string) [][]int {
+	if !d.cluster {
+		all := make([]int, len(names))
 		for i := range all {
 			all[i] = i
 		}
@@ -50,8 +73,8 @@ func (d *redisDriver) groupBySlot(items []driver.RefreshItem) [][]int {
 	}
 	bySlot := map[int]int{}
 	var groups [][]int
-	for i, it := range items {
-		s := slot(d.keys.Lock(it.Name))
+	for i, name := range names {
+		s := slot(d.keys.Lock(name))
 		g, ok := bySlot[s]
 		if !ok {
 			g = len(groups)
@@ -65,9 +88,9 @@ func (d *redisDriver) groupBySlot(items []driver.RefreshItem) [][]int {
 
 // runBatches pipelines one script call per group, by digest or (after a
 // NOSCRIPT) by source, which also caches the script again.
-func (d *redisDriver) runBatches(ctx context.Context, items []driver.RefreshItem, groups [][]int, source bool) ([]*redis.Cmd, error) {
+func (d *redisDriver) runBatches(ctx context.Context, c redis.Cmdable, items []driver.RefreshItem, groups [][]int, source bool) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(groups))
-	_, err := d.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for g, idx := range groups {
 			keys := make([]string, len(idx))
 			args := make([]any, 0, 2*len(idx))
@@ -86,32 +109,31 @@ func (d *redisDriver) runBatches(ctx context.Context, items []driver.RefreshItem
 	return cmds, err
 }
 
+// runSynced runs each group's batch on its primary, then WAIT there.
+func (d *redisDriver) runSynced(ctx context.Context, items []driver.RefreshItem, groups [][]int) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(groups))
+	for g, idx := range groups {
+		what := fmt.Sprintf("batch refresh of %d leases", len(idx))
+		err := d.synced(ctx, d.keys.Lock(items[idx[0]].Name), what, func(c *redis.Conn) error {
+			one, err := d.runBatches(ctx, c, items, [][]int{idx}, false)
+			if isNoScript(err) {
+				one, err = d.runBatches(ctx, c, items, [][]int{idx}, true)
+			}
+			if err == nil {
+				cmds[g] = one[0]
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cmds, nil
+}
+
 func isNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// slot is Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, or of
-// the whole key when it has no non-empty {tag}, modulo 16384.
-func slot(key string) int {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			key = key[s+1 : s+1+e]
-		}
-	}
-	return int(crc16(key) % 16384)
-}
-
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+// slot is Redis Cluster's key slot of key.
+func slot(key string) int { return redisscript.Slot(key) }

@@ -17,18 +17,36 @@
 // fallback for a lost message or an expiry. The watchdog refreshes many
 // leases in one script call per batch (per hash slot in a Cluster).
 //
-// By default (WithFairQueue, URL key fair) it goes further: waiters queue in Redis,
-// first come first served, a free lock goes only to the head of the queue,
-// and the release message goes only to that head's own channel, so exactly
-// one waiter in the whole system is woken and tries. Lockers without it
-// respect the queue too.
+// By default (WithFairQueue, URL key fair) it goes further: waiters queue
+// in Redis, first come first served, and a release hands the lock
+// straight to the live waiter at the head of the queue, with a fresh
+// fence, inside the release script: the message on that waiter's own
+// channel ("g FENCE TIME") is its grant, so a handoff costs no round trip
+// of the waiter's own, and no other waiter in the system is woken. The
+// waiter's lease counts from its last attempt's send time plus the server
+// time elapsed until the hand-off, never later than the hand-off itself.
+// A waiter that gave up while the lock was being handed to it frees it
+// when it leaves the queue (and the portable layer releases its token).
+// Lockers without the fair queue respect the queue too. Under
+// WithReplicaSync the release does not hand off: the head is told to try,
+// so that its grant is confirmed by WAIT.
+//
+// The uncontended acquire is one script of four server calls (TIME;
+// EXISTS of the lock, the queue and a legacy counter; SET ... GET of the
+// fence counter; SET PX of the lock); only a queue, a held lock or a
+// legacy counter takes the longer path. Scripts are cached on the server
+// by New (SCRIPT LOAD) and sent by digest (EVALSHA). Redis 6.2 or later is
+// needed (SET ... GET).
 //
 // Keys, all sharing the {name} hash tag so that one script can use them in
 // a Cluster: prefix{name} (the lock: "token\nfence\nowner" with a PX
-// expiry), prefix{name}:fence (the counter), prefix{name}:queue and
-// prefix{name}:waiters (the fair queue; they expire when nobody waits) and
-// the channels prefix{name}:released and prefix{name}:released:TOKEN (one
-// per queued waiter). A '}' in a name is stored as %7D.
+// expiry), prefix{name}:queue, prefix{name}:waiters and prefix{name}:asks
+// (the fair queue, the waiters' deadlines and requests; they expire when
+// nobody waits), and the channels prefix{name}:released and
+// prefix{name}:released:TOKEN (one per queued waiter). A '}' in a name is
+// stored as %7D. The fence counter is prefix + "fence", one per server, or
+// in a Cluster prefix + "fence:{TAG}", one per hash slot (TAG a short
+// string chosen to hash to the slot): a released name leaves no key.
 //
 // # URLs
 //
@@ -41,28 +59,77 @@
 // keys or cluster=true), so every go-redis option key works (dial_timeout,
 // pool_size, protocol, ...). The driver's own keys are prefix (key prefix,
 // default "dlock:"), fair (WithFairQueue), replica_sync (WithReplicaSync)
-// and replica_timeout (WithReplicaTimeout); dlock.Open's ttl, wait and
-// owner are handled before.
+// and replica_timeout (WithReplicaTimeout), and context_timeout_enabled
+// (go-redis's Options.ContextTimeoutEnabled, which go-redis's ParseURL
+// does not read): it defaults to true, so that every call returns by its
+// context's deadline even when the server is frozen; false restores
+// go-redis's behaviour (a stalled read waits out read_timeout, and is
+// retried). dlock.Open's ttl, wait and owner are handled before.
 // Any other key is an error wrapping dlock.ErrInvalidArgument. Open checks
-// the connection with PING. Passwords never appear in errors.
+// the connection with PING. Passwords never appear in errors. A client
+// passed to New keeps its own settings; without ContextTimeoutEnabled the
+// driver still returns by the deadline (the call goes on in a goroutine,
+// bounded by the client's own timeouts, and its outcome is dropped), but
+// setting it is cheaper (Diagnose warns when it is off).
+//
+// Drivers opened from a URL send go-redis's own log lines ("failed to dial
+// after 5 attempts") to slog.Default at Debug level instead of standard
+// error, once per process; a program that passes its own clients to New
+// keeps its go-redis logger.
+//
+// An outage never reads as "held": the driver reports a holder only when
+// Redis itself answered that another token holds the lock (or that the
+// queue reserves it); a failed or malformed answer is an error. Errors
+// that no retry can cure (NOAUTH, WRONGPASS, NOPERM, a script error,
+// WRONGTYPE, CROSSSLOT, an unknown command) are wrapped with
+// driver.Permanent so that a wait stops at once. Cleanups that may come
+// after a deadline (leaving the queue, undoing a grant the replicas did not
+// confirm) run in the background, bounded, and Close waits for them.
 //
 // # Fencing tokens
 //
-// Each name has one counter key that never expires. A grant's fence is
-// max(previous + 1, the server's clock in microseconds), taken inside the
-// acquire script (Redis TIME), so fences strictly increase per name across
-// release, expiry and takeover, and also after the counter is lost or
-// rolled back (restart without persistence, FLUSHALL, failover to a replica
-// that lacked the last writes): the next fence is at least the server's
-// clock. That rests on two assumptions, stated plainly: the clock of the
-// server (or of the replica promoted in its place) does not step back by
-// more than the time between the last grant and the loss, and one name is
-// not granted more than once per microsecond. Fences are therefore large
-// numbers (about 1.8e15 in 2027), not 1, 2, 3. ForceRelease bumps the
-// counter the same way.
+// Fences come from one counter per server (per hash slot in a Cluster),
+// not one per name: fence state is O(1) however many names are used. A
+// grant's fence is max(counter + 1, the server's clock in microseconds),
+// taken inside the acquire script (Redis TIME), and written back to the
+// counter in the same atomic step.
 //
-// A Locker warns once per server (log/slog, WithLogger) when the server has
-// appendonly off: a restart then forgets held locks.
+// Why a fence never goes backwards. Every grant of a name reads and raises
+// the one counter that name maps to (the server's, or its slot's, which
+// lives in the name's slot and moves with it), and writes back exactly
+// the fence it issues, so while the counter survives each fence is above
+// every earlier fence issued from it, hence above every earlier fence of
+// the name: sharing a counter between names only makes the steps larger.
+// When the counter is lost or rolled back (a restart without persistence,
+// FLUSHALL, a failover to a replica that lacked the last writes), the next
+// fence is at least the server clock, which is above every fence issued
+// before: scripts run one at a time and each takes microseconds, so the
+// counter runs ahead of the clock by a few microseconds at most (two
+// grants in one microsecond), unless the clock steps back; any loss and
+// recovery takes longer than that. The stated assumption is the clock's: the
+// clock of the server (or of the replica promoted in its place) never
+// steps back by more than the time since the last grant. Fences are large
+// numbers (about 1.8e15 in 2027), not 1, 2, 3. ForceRelease and a
+// release's hand-off raise the counter the same way.
+//
+// Migration. Versions before this one kept a counter per name,
+// prefix{name}:fence, forever. While such a key exists the acquire takes
+// max(legacy + 1, counter + 1, clock), raises the counter to it and
+// deletes the legacy key (the fast path's EXISTS includes it, so the
+// check costs nothing extra), so no fence goes backwards across the
+// upgrade; names never used again keep their legacy key until deleted by
+// hand (SCAN MATCH prefix{*}:fence). During a rolling upgrade, an old
+// Locker that finds a legacy key already deleted falls back to the clock
+// floor: fences still rise, under the clock assumption above.
+//
+// A Locker warns once per process per server (log/slog, WithLogger) when
+// the server has appendonly off: a restart then forgets held locks. The
+// driver's Diagnose (dlock doctor) reports that and the other traps:
+// appendfsync (everysec can lose the last second of grants in a crash),
+// maxmemory-policy (any policy but noeviction can evict lock keys once
+// memory is full: lock keys carry a TTL, so volatile-* picks them too),
+// replicas without replica_sync, a URL pointing at a replica, cluster
+// mode, the server version and the client's ContextTimeoutEnabled.
 //
 // # Guarantees
 //
@@ -71,10 +138,13 @@
 // longer than the TTL is caught by the fence. Redis replication is
 // asynchronous: a failover can promote a replica that never received a
 // grant, and a second holder can then acquire. WithReplicaSync(n) closes
-// most of that window: a grant counts only after WAIT confirms n replicas
-// have it (refreshes are not waited for, and WAIT does not make Redis a
-// consensus system: a failover that picks a replica behind the others can
-// still lose a grant). A restart without persistence loses every lock.
+// most of that window: a grant, and every refresh, counts only after WAIT
+// confirms n replicas have it. A refresh the replicas do not confirm in
+// time is an error (not a success), so the watchdog declares the lease
+// lost before it could outlive what the replicas know. WAIT does not make
+// Redis a consensus system: a failover that picks a replica behind the
+// others can still lose a grant. A restart without persistence loses
+// every lock.
 // Expiry uses the server's clock, and the holder counts its lease from
 // before the request was sent, less a drift margin. Without fencing, treat
 // it as an efficiency lock.

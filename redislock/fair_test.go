@@ -1,12 +1,14 @@
 package redislock_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/dlockdev/dlock/internal/testserver"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -112,7 +114,81 @@ func TestFairQueueLeave(t *testing.T) {
 	if !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("bounded wait = %v, want ErrNotAcquired", err)
 	}
-	if n := c.ZCard(ctx, keys.Queue("fair/leave")).Val(); n != 0 {
-		t.Errorf("%d waiters still queued after the wait ran out, want 0", n)
+	// The waiter leaves in the background, so that Acquire returns by its
+	// deadline: it is gone a round trip later.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n := c.ZCard(ctx, keys.Queue("fair/leave")).Val()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters still queued 2s after the wait ran out, want 0", n)
+		}
+	}
+}
+
+// shaCounter counts EVALSHA/EVAL calls of one script.
+type shaCounter struct {
+	counter
+	sha string
+}
+
+func (c *shaCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && (a[1] == c.sha || a[0] == "eval") {
+			c.add(cmd)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestFairHandOff: a release hands the lock straight to the queued waiter
+// (it sends no acquire of its own), with a fence above the releaser's and
+// a lease that counts from before the hand-off.
+func TestFairHandOff(t *testing.T) {
+	srv := testserver.Redis(t)
+	c := client(t, srv.Addr)
+	ctx := ctxT(t)
+	hook := &shaCounter{sha: redisscript.Acquire.Hash()}
+	c.AddHook(hook)
+	l := locker(t, c, redislock.WithFairQueue(true))
+	defer l.Close()
+	holder, err := l.Acquire(ctx, "fair/handoff", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		ls, err := l.Acquire(ctx, "fair/handoff", dlock.WithTTL(time.Minute), dlock.WithWait(30*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	for c.ZCard(ctx, keys.Queue("fair/handoff")).Val() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the waiter's second attempt, after it subscribed
+	hook.reset()
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := <-got
+	if next == nil {
+		t.FailNow()
+	}
+	defer next.Release(ctx)
+	if n, _ := hook.reset(); n != 0 {
+		t.Errorf("the waiter sent %d acquire attempts after the release, want 0 (hand-off)", n)
+	}
+	if next.Fence() <= holder.Fence() {
+		t.Errorf("handed-off fence %d, not above the releaser's %d", next.Fence(), holder.Fence())
+	}
+	if exp := next.Expires(); exp.After(released.Add(time.Minute)) {
+		t.Errorf("handed-off lease expires at %s, after release+TTL %s", exp, released.Add(time.Minute))
+	}
+	if n := c.Exists(ctx, keys.Queue("fair/handoff"), keys.Asks("fair/handoff")).Val(); n != 0 {
+		t.Errorf("%d queue keys left after the hand-off", n)
 	}
 }

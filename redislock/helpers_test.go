@@ -17,7 +17,10 @@ var keys = redisscript.Keys{Prefix: redisscript.DefaultPrefix}
 
 // stealScript makes a foreign token hold a lock, with a fresh fence.
 var stealScript = redis.NewScript(`
-local f = string.format('%.0f', redis.call('INCR', KEYS[2]))
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local f = string.format('%.0f', math.max(now, (tonumber(redis.call('GET', KEYS[2]) or '0') or 0) + 1))
+redis.call('SET', KEYS[2], f)
 redis.call('SET', KEYS[1], 'stolen-token\n' .. f .. '\nthief', 'PX', ARGV[1])
 return f`)
 
@@ -61,7 +64,7 @@ func expire(t testing.TB, c redis.UniversalClient, name string) {
 
 func steal(t testing.TB, c redis.UniversalClient, name string) {
 	t.Helper()
-	err := stealScript.Run(ctxT(t), c, []string{keys.Lock(name), keys.Fence(name)}, 60000).Err()
+	err := stealScript.Run(ctxT(t), c, []string{keys.Lock(name), keys.Counter(name, isCluster(c))}, 60000).Err()
 	if err != nil {
 		t.Fatalf("steal %q: %v", name, err)
 	}
@@ -71,4 +74,9 @@ func steal(t testing.TB, c redis.UniversalClient, name string) {
 func stoppable(t testing.TB) (*dlock.Locker, func()) {
 	srv := testserver.Redis(t)
 	return locker(t, client(t, srv.Addr)), srv.Stop
+}
+
+func isCluster(c redis.UniversalClient) bool {
+	_, ok := c.(*redis.ClusterClient)
+	return ok
 }

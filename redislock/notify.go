@@ -50,28 +50,43 @@ func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, 
 	return d.notify.watch(ctx, d.keys.Channel(name), false)
 }
 
-// watch subscribes to channel. An own waiter (a queued waiter on its own
-// channel) is woken by every message; shared waiters as wake says.
+// watch subscribes a waiter that shares channel with others; wake says
+// which one a message wakes.
 func (n *notifier) watch(ctx context.Context, channel string, own bool) (<-chan struct{}, func(), error) {
-	w := make(chan struct{}, 1)
-	sub, err := n.join(ctx, channel, w, own)
+	w := waiter{ch: make(chan struct{}, 1), own: own}
+	stop, err := n.add(ctx, channel, w)
+	return w.ch, stop, err
+}
+
+// watchOwn subscribes a queued waiter to its own channel: it receives
+// every message's payload (a hand-off names the grant); a newer message
+// replaces one not yet read.
+func (n *notifier) watchOwn(ctx context.Context, channel string) (<-chan string, func(), error) {
+	w := waiter{ch: make(chan struct{}, 1), own: true, msgs: make(chan string, 1)}
+	stop, err := n.add(ctx, channel, w)
+	return w.msgs, stop, err
+}
+
+// add joins w to channel and waits until Redis confirmed the subscription.
+func (n *notifier) add(ctx context.Context, channel string, w waiter) (func(), error) {
+	sub, err := n.join(ctx, channel, w)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	stop := sync.OnceFunc(func() { n.leave(channel, sub, w) })
+	stop := sync.OnceFunc(func() { n.leave(channel, sub, w.ch) })
 	ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
 	defer cancel()
 	select {
 	case <-sub.ready:
-		return w, stop, nil
+		return stop, nil
 	case <-ctx.Done():
 		stop()
-		return nil, nil, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
 // join adds waiter w to channel, subscribing when it is the first.
-func (n *notifier) join(ctx context.Context, channel string, w chan struct{}, own bool) (*subscription, error) {
+func (n *notifier) join(ctx context.Context, channel string, w waiter) (*subscription, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -85,7 +100,7 @@ func (n *notifier) join(ctx context.Context, channel string, w chan struct{}, ow
 		}
 		n.subs[channel] = sub
 	}
-	sub.waiters = append(sub.waiters, waiter{w, own})
+	sub.waiters = append(sub.waiters, w)
 	return sub, nil
 }
 
@@ -137,7 +152,7 @@ func (n *notifier) read(msgs <-chan any) {
 				n.confirmed(m.Channel)
 			}
 		case *redis.Message:
-			n.wake(m.Channel)
+			n.wake(m.Channel, m.Payload)
 		}
 	}
 }
@@ -160,8 +175,28 @@ func (n *notifier) confirmed(channel string) {
 // waiter is one Watch: its signal channel, and whether the channel is its
 // own (a queued waiter's) rather than shared by every waiter of the name.
 type waiter struct {
-	ch  chan struct{}
-	own bool
+	ch   chan struct{}
+	own  bool
+	msgs chan string // an own waiter's payloads (watchOwn), else nil
+}
+
+// deliver hands payload to an own waiter with msgs, replacing an unread
+// older one; it reports false for waiters without msgs.
+func (w waiter) deliver(payload string) bool {
+	if w.msgs == nil {
+		return false
+	}
+	for {
+		select {
+		case w.msgs <- payload:
+			return true
+		default:
+		}
+		select {
+		case <-w.msgs:
+		default:
+		}
+	}
 }
 
 // signal wakes w unless a wake-up is already pending; it reports whether
@@ -181,7 +216,7 @@ func (w waiter) signal() bool {
 // and per Locker is enough, since only one can win, and the rest keep their
 // backoff timers as a fallback. That turns a herd of N attempts per
 // release into one per Locker.
-func (n *notifier) wake(channel string) {
+func (n *notifier) wake(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	sub := n.subs[channel]
@@ -192,7 +227,9 @@ func (n *notifier) wake(channel string) {
 	for _, w := range sub.waiters {
 		switch {
 		case w.own:
-			w.signal()
+			if !w.deliver(payload) {
+				w.signal()
+			}
 		case !woke:
 			woke = w.signal()
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,6 +28,11 @@ const (
 	keyPrefix         = "prefix"
 	keyReplicaSync    = "replica_sync"
 	keyReplicaTimeout = "replica_timeout"
+	// keyContextTimeout is go-redis's Options.ContextTimeoutEnabled, which
+	// go-redis's own ParseURL does not read. The driver turns it on by
+	// default for the clients it builds: without it a socket read ignores
+	// the caller's deadline and waits out read_timeout and every retry.
+	keyContextTimeout = "context_timeout_enabled"
 )
 
 func init() {
@@ -41,6 +47,7 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	redisscript.RouteLogs()
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("redislock: connect: %w", scrub(err, rawURL))
@@ -61,6 +68,13 @@ func parseURL(rawURL string) (redis.UniversalClient, config, error) {
 		return nil, cfg, invalidURL("malformed URL")
 	}
 	q := u.Query()
+	ctxTimeout := true
+	if q.Has(keyContextTimeout) {
+		if ctxTimeout, err = boolKey(q, keyContextTimeout); err != nil {
+			return nil, cfg, err
+		}
+		q.Del(keyContextTimeout)
+	}
 	cluster, err := ownKeys(q, &cfg)
 	if err != nil {
 		return nil, cfg, err
@@ -71,12 +85,14 @@ func parseURL(rawURL string) (redis.UniversalClient, config, error) {
 		if err != nil {
 			return nil, cfg, invalidURL(scrub(err, rawURL).Error())
 		}
+		opt.ContextTimeoutEnabled = ctxTimeout
 		return redis.NewClusterClient(opt), cfg, nil
 	}
 	opt, err := redis.ParseURL(u.String())
 	if err != nil {
 		return nil, cfg, invalidURL(scrub(err, rawURL).Error())
 	}
+	opt.ContextTimeoutEnabled = ctxTimeout
 	return redis.NewClient(opt), cfg, nil
 }
 
@@ -140,8 +156,8 @@ func replicaKeys(q url.Values, cfg *config) error {
 }
 
 func invalidURL(reason string) error {
-	return fmt.Errorf("%w: redis URL: %s (driver keys: cluster, fair, prefix, replica_sync, replica_timeout; "+
-		"other keys are go-redis options such as dial_timeout or addr)", dlock.ErrInvalidArgument, reason)
+	return fmt.Errorf("%w: redis URL: %s (driver keys: cluster, fair, prefix, replica_sync, replica_timeout, "+
+		"context_timeout_enabled; other keys are go-redis options such as dial_timeout or addr)", dlock.ErrInvalidArgument, reason)
 }
 
 // scrub returns err with the URL's password, if any, replaced by xxxxx.

@@ -53,13 +53,14 @@ func TestOpenClusterURL(t *testing.T) {
 func TestOpenURLErrors(t *testing.T) {
 	srv := testserver.Redis(t)
 	bad := map[string]string{
-		"?nosuchkey=1":          "nosuchkey",
-		"?replica_sync=two":     "replica_sync",
-		"?replica_sync=-1":      "replica sync count",
-		"?replica_timeout=soon": "replica_timeout",
-		"?cluster=maybe":        "cluster",
-		"?dial_timeout=forever": "dial_timeout",
-		"/notadb":               "database",
+		"?nosuchkey=1":                   "nosuchkey",
+		"?replica_sync=two":              "replica_sync",
+		"?replica_sync=-1":               "replica sync count",
+		"?replica_timeout=soon":          "replica_timeout",
+		"?cluster=maybe":                 "cluster",
+		"?context_timeout_enabled=maybe": "context_timeout_enabled",
+		"?dial_timeout=forever":          "dial_timeout",
+		"/notadb":                        "database",
 	}
 	for suffix, want := range bad {
 		_, err := dlock.Open(ctxT(t), srv.URL()+suffix)

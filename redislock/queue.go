@@ -2,6 +2,8 @@ package redislock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -25,14 +27,15 @@ type fairDriver struct{ *redisDriver }
 
 var _ driver.Queuer = fairDriver{}
 
-// AcquireWait implements driver.Queuer: it attempts, subscribes to the
-// release channel, and attempts again whenever woken (by a release naming
-// it, the holder's TTL running out, or waiterPoll) until granted or ctx is
-// done. It returns at the first backend error; on any failure it gives up
-// its place in the queue.
+// AcquireWait implements driver.Queuer: it attempts, subscribes to its
+// own channel, and waits: a release hands the lock over with the message
+// itself (no attempt needed); an empty message, the holder's TTL running
+// out, or waiterPoll makes it attempt again, until granted or ctx is done.
+// It returns at the first backend error; on any failure it gives up its
+// place in the queue.
 func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	sent := time.Now()
-	g, err := d.attempt(ctx, req, waiterLease)
+	g, us, err := d.attempt(ctx, req, waiterLease)
 	if g.Acquired {
 		g.Since = sent
 	}
@@ -42,41 +45,91 @@ func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver
 		}
 		return g, err
 	}
-	wake, stop, werr := d.notify.watch(ctx, d.keys.WaiterChannel(req.Name, req.Token), true)
+	wake, stop, werr := d.notify.watchOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token))
 	if werr == nil {
 		defer stop()
 	}
-	g, err = d.waitLoop(ctx, req, wake, g)
+	g, err = d.waitLoop(ctx, req, wake, g, turn{sent, us})
 	if err != nil || !g.Acquired {
 		d.dequeue(ctx, req)
 	}
 	return g, err
 }
 
-func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-chan struct{}, last driver.Grant) (driver.Grant, error) {
+// turn is when the waiter's last attempt was sent (local clock) and ran
+// (server clock, µs): it maps a hand-off's server time to a local time
+// that is never later than the hand-off itself.
+type turn struct {
+	sent time.Time
+	us   uint64
+}
+
+// since is the local start of a lease the server granted at its time us:
+// the last attempt's send time plus the server time elapsed since that
+// attempt ran (the attempt ran after it was sent, so this is never after
+// the grant, clocks drifting aside), and never in the future.
+func (t turn) since(us uint64) time.Time {
+	s := t.sent
+	if us > t.us {
+		s = s.Add(time.Duration(us-t.us) * time.Microsecond)
+	}
+	if now := time.Now(); s.After(now) {
+		return now
+	}
+	return s
+}
+
+func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-chan string, last driver.Grant, at turn) (driver.Grant, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	for {
+	// The first pass attempts at once: a release (or hand-off) that came
+	// before the subscription was in place is found by this attempt.
+	for first := true; ; first = false {
+		if !first {
+			timer.Reset(nextPoll(last.Holder))
+			select {
+			case msg := <-wake:
+				if g, ok := d.handedOff(msg, at); ok {
+					return g, nil
+				}
+			case <-timer.C:
+			case <-ctx.Done():
+				return driver.Grant{Holder: last.Holder}, ctx.Err()
+			}
+		}
 		sent := time.Now()
-		g, err := d.attempt(ctx, req, waiterLease)
+		g, us, err := d.attempt(ctx, req, waiterLease)
+		if err != nil && ctx.Err() != nil {
+			// The wait ran out during an attempt: the last answer Redis
+			// gave stands (a failure before it was an error, returned
+			// below at once).
+			return driver.Grant{Holder: last.Holder}, ctx.Err()
+		}
+		if err != nil {
+			return driver.Grant{}, err
+		}
 		if g.Acquired {
 			g.Since = sent // the TTL counts from this attempt, not from the queueing
+			return g, nil
 		}
-		if err != nil && ctx.Err() != nil {
-			return driver.Grant{Holder: last.Holder}, ctx.Err()
-		}
-		if err != nil || g.Acquired {
-			return g, err
-		}
-		last = g
-		timer.Reset(nextPoll(g.Holder))
-		select {
-		case <-wake:
-		case <-timer.C:
-		case <-ctx.Done():
-			return driver.Grant{Holder: last.Holder}, ctx.Err()
-		}
+		last, at = g, turn{sent, us}
 	}
+}
+
+// handedOff reads a hand-off message, "g FENCE TIME". Under replica sync
+// a hand-off is not taken as is: the next attempt finds the lock held by
+// this token and confirms it with WAIT.
+func (d fairDriver) handedOff(msg string, at turn) (driver.Grant, bool) {
+	f := strings.Fields(msg)
+	if len(f) != 3 || f[0] != "g" || d.cfg.replicas > 0 {
+		return driver.Grant{}, false
+	}
+	fence, err1 := strconv.ParseUint(f[1], 10, 64)
+	us, err2 := strconv.ParseUint(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return driver.Grant{}, false
+	}
+	return driver.Grant{Acquired: true, Fence: fence, Since: at.since(us)}, true
 }
 
 // nextPoll is when to try again without a release message: when the
@@ -89,11 +142,27 @@ func nextPoll(h driver.Holder) time.Duration {
 	return waiterPoll
 }
 
-// dequeue gives up req's place in the queue, best effort, detached from
-// ctx (which is usually done by now).
+// dequeue gives up req's place in the queue, best effort, in the
+// background and detached from ctx (usually done by now), so that the
+// caller returns by its deadline; Close waits for it.
 func (d *redisDriver) dequeue(ctx context.Context, req driver.Request) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	keys := []string{d.keys.Lock(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name)}
-	_ = redisscript.Dequeue.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
+	keys := []string{d.keys.Lock(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name), d.keys.Asks(req.Name)}
+	d.background(ctx, func(ctx context.Context) {
+		_ = redisscript.Dequeue.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
+	})
+}
+
+// cleanupTimeout bounds each background cleanup.
+const cleanupTimeout = time.Second
+
+// background runs fn detached from ctx's cancellation, bounded by
+// cleanupTimeout, tracked for Close.
+func (d *redisDriver) background(ctx context.Context, fn func(context.Context)) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		fn(ctx)
+	}()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock"
@@ -26,6 +27,15 @@ type redisDriver struct {
 	keys   redisscript.Keys
 	cfg    config
 	notify *notifier
+	// cluster: one fence counter per hash slot rather than one per server.
+	cluster bool
+	// honours: the client returns by its context's deadline on its own
+	// (ContextTimeoutEnabled); if not, calls are bounded (deadline.go).
+	honours bool
+	// bg tracks best-effort cleanups (leaving a queue, undoing a grant
+	// that replicas did not confirm) that run after the call that needed
+	// them has returned by its deadline; Close waits for them.
+	bg sync.WaitGroup
 }
 
 // New returns a Locker that keeps its locks on the caller's Redis, through
@@ -50,6 +60,8 @@ func New(client redis.UniversalClient, opts ...Option) (*dlock.Locker, error) {
 
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
 	d := &redisDriver{client: client, owned: owned, keys: redisscript.Keys{Prefix: cfg.prefix}, cfg: cfg}
+	_, d.cluster = client.(*redis.ClusterClient)
+	d.honours = honoursDeadlines(client)
 	d.notify = newNotifier(client)
 	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
 	defer cancel()
@@ -78,46 +90,79 @@ func ttlMillis(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
 // TryAcquire runs the acquire script: one round trip that takes the lock
 // and issues its fence, or describes the holder.
 func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	return d.attempt(ctx, req, 0)
+	g, _, err := d.attempt(ctx, req, 0)
+	return g, err
 }
 
-// attempt is one acquire (with WAIT for replicas when configured).
-func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, error) {
-	if d.cfg.replicas > 0 {
-		return d.acquireSynced(ctx, req, lease)
+// attempt is one acquire (with WAIT for replicas when configured). It also
+// returns the server's clock (µs) when the script ran.
+func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
+	type reply struct {
+		g  driver.Grant
+		us uint64
 	}
-	return d.acquire(ctx, d.client, req, lease)
+	r, err := bounded(ctx, d, func() (reply, error) {
+		var r reply
+		var err error
+		if d.cfg.replicas > 0 {
+			r.g, r.us, err = d.acquireSynced(ctx, req, lease)
+		} else {
+			r.g, r.us, err = d.acquire(ctx, d.client, req, lease)
+		}
+		return r, err
+	})
+	return r.g, r.us, err
 }
 
 // acquire runs the acquire script once; with a waiter lease, a caller that
 // is not granted joins (or stays in) the name's queue.
-func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, error) {
-	keys := []string{d.keys.Lock(req.Name), d.keys.Fence(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name)}
-	reply, err := redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds()).Slice()
+func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
+	reply, err := d.acquireCmd(ctx, c, req, lease).Slice()
 	if err != nil {
-		return driver.Grant{}, err
+		return driver.Grant{}, 0, redisscript.Classify(err)
 	}
-	return parseGrant(req.Name, reply)
+	g, err := parseGrant(req.Name, reply)
+	if err != nil {
+		return driver.Grant{}, 0, err
+	}
+	us, _ := parseFence(reply[len(reply)-1])
+	return g, us, nil
 }
 
-// parseGrant reads {1, fence} or {0, fence, owner, pttl}.
+// acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
+func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) *redis.Cmd {
+	keys := d.keys.Set(req.Name, d.cluster)
+	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds())
+}
+
+// parseGrant reads {1, fence, time} or {0, fence, owner, pttl, time}. Only
+// a well-formed "held" reply, which is Redis itself saying that another
+// token holds the lock (or that the queue reserves it), yields a Grant
+// that is not acquired; anything else is an error, never a holder.
 func parseGrant(name string, reply []any) (driver.Grant, error) {
-	if len(reply) < 2 {
+	bad := func() (driver.Grant, error) {
 		return driver.Grant{}, fmt.Errorf("redislock: unexpected acquire reply %v", reply)
+	}
+	if len(reply) < 2 {
+		return bad()
 	}
 	fence, err := parseFence(reply[1])
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	if ok, _ := reply[0].(int64); ok == 1 {
+	code, _ := reply[0].(int64)
+	switch {
+	case code == 1 && reply[0] != nil:
 		return driver.Grant{Acquired: true, Fence: fence}, nil
+	case code != 0 || len(reply) < 4:
+		return bad()
 	}
-	h := driver.Holder{Name: name, Fence: fence, TTL: -1}
-	if len(reply) >= 4 {
-		h.Owner, _ = reply[2].(string)
-		h.TTL = pttl(reply[3])
+	owner, ok1 := reply[2].(string)
+	ms, ok2 := reply[3].(int64)
+	if !ok1 || !ok2 {
+		return bad()
 	}
-	return driver.Grant{Holder: h}, nil
+	return driver.Grant{Holder: driver.Holder{Name: name, Owner: owner, Fence: fence, TTL: pttl(ms)}}, nil
 }
 
 func parseFence(v any) (uint64, error) {
@@ -139,10 +184,35 @@ func pttl(v any) time.Duration {
 }
 
 // Refresh runs the refresh script, which never re-creates a missing lock.
+// Under WithReplicaSync it keeps the grant's promise: the refresh counts
+// only once WAIT confirms the replicas have it, else it is an error.
 func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
-	n, err := redisscript.Refresh.Run(ctx, d.client, []string{d.keys.Lock(name)}, token, ttlMillis(ttl)).Int64()
+	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.refreshOnce(ctx, name, token, ttl) })
+	return err
+}
+
+func (d *redisDriver) refreshOnce(ctx context.Context, name, token string, ttl time.Duration) error {
+	if d.cfg.replicas == 0 {
+		return d.refresh(ctx, d.client, name, token, ttl)
+	}
+	var held error
+	err := d.synced(ctx, d.keys.Lock(name), "refresh of "+strconv.Quote(name), func(c *redis.Conn) error {
+		held = d.refresh(ctx, c, name, token, ttl)
+		if errors.Is(held, driver.ErrNotHeld) {
+			return nil // nothing to confirm: report the loss itself
+		}
+		return held
+	})
 	if err != nil {
 		return err
+	}
+	return held
+}
+
+func (d *redisDriver) refresh(ctx context.Context, c redis.Scripter, name, token string, ttl time.Duration) error {
+	n, err := redisscript.Refresh.Run(ctx, c, []string{d.keys.Lock(name)}, token, ttlMillis(ttl)).Int64()
+	if err != nil {
+		return redisscript.Classify(err)
 	}
 	return outcome(n)
 }
@@ -150,14 +220,20 @@ func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.
 // Release runs the release script, which also publishes on the name's
 // release channel to wake waiters.
 func (d *redisDriver) Release(ctx context.Context, name, token string) error {
-	return d.release(ctx, d.client, name, token)
+	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.release(ctx, d.client, name, token) })
+	return err
 }
 
 func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token string) error {
-	keys := []string{d.keys.Lock(name), d.keys.Queue(name)}
-	n, err := redisscript.Release.Run(ctx, c, keys, token, d.keys.Channel(name)).Int64()
+	ks := d.keys.Set(name, d.cluster)
+	keys := []string{ks[0], ks[2], ks[1], ks[3], ks[5]}
+	handoff := "1"
+	if d.cfg.replicas > 0 {
+		handoff = "0"
+	}
+	n, err := redisscript.Release.Run(ctx, c, keys, token, ks[0]+":released", handoff).Int64()
 	if err != nil {
-		return err
+		return redisscript.Classify(err)
 	}
 	return outcome(n)
 }
@@ -177,6 +253,7 @@ func outcome(n int64) error {
 // Close stops the release subscription and, when the driver was opened
 // from a URL, closes its client.
 func (d *redisDriver) Close() error {
+	d.bg.Wait()
 	err := d.notify.close()
 	if d.owned {
 		err = errors.Join(err, d.client.Close())
@@ -190,4 +267,6 @@ var (
 	_ driver.BatchRefresher = (*redisDriver)(nil)
 	_ driver.Lister         = (*redisDriver)(nil)
 	_ driver.ForceReleaser  = (*redisDriver)(nil)
+	_ driver.BatchReleaser  = (*redisDriver)(nil)
+	_ driver.Diagnoser      = (*redisDriver)(nil)
 )

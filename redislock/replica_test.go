@@ -68,7 +68,88 @@ func expectUnsynced(t *testing.T, l *dlock.Locker, c redis.UniversalClient, name
 		t.Fatalf("TryAcquire short of replicas = %v, want a backend error naming the replicas", err)
 	}
 	t.Logf("short of replicas: %v", err)
-	if n, err := c.Exists(ctx, keys.Lock(name)).Result(); err != nil || n != 0 {
-		t.Errorf("lock key exists = %d, %v after an unsynced grant; want released", n, err)
+	// The grant is undone in the background (the call returns by its
+	// deadline): it is gone a round trip later.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, err := c.Exists(ctx, keys.Lock(name)).Result()
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lock key exists = %d, %v 2s after an unsynced grant; want released", n, err)
+		}
+	}
+}
+
+// TestReplicaSyncRefresh: under WithReplicaSync a refresh (single or
+// batched) counts only once the replica confirmed it; with the replica
+// paused it is an error that is not "not held", and the watchdog then
+// declares the lease lost rather than keeping a promise it cannot keep.
+func TestReplicaSyncRefresh(t *testing.T) {
+	primary, replica := primaryWithReplica(t)
+	c := client(t, primary.Addr)
+	ctx := ctxT(t)
+	l := locker(t, c, redislock.WithReplicaSync(1), redislock.WithReplicaTimeout(500*time.Millisecond))
+	defer l.Close()
+	ls, err := l.TryAcquire(ctx, "replica/refresh", dlock.WithTTL(3*time.Second), dlock.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Refresh(ctx, 3*time.Second); err != nil {
+		t.Fatalf("Refresh with the replica up: %v", err)
+	}
+	replica.Pause()
+	defer replica.Resume()
+	err = ls.Refresh(ctx, 3*time.Second)
+	if err == nil || errors.Is(err, dlock.ErrNotAcquired) || !strings.Contains(err.Error(), "replicas") {
+		t.Fatalf("Refresh with the replica paused = %v, want an error naming the replicas", err)
+	}
+	t.Logf("unconfirmed refresh: %v", err)
+
+	// With the watchdog on, unconfirmed refreshes end the lease before its
+	// TTL runs out on the primary.
+	if _, err := l.TryAcquire(ctx, "replica/watchdog", dlock.WithTTL(2*time.Second)); err == nil {
+		t.Fatal("a grant with the replica paused was confirmed")
+	}
+	replica.Resume()
+	auto, err := l.TryAcquire(ctx, "replica/watchdog", dlock.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica.Pause()
+	select {
+	case <-auto.Done():
+		if left := time.Until(auto.Expires()); left < -100*time.Millisecond {
+			t.Errorf("lease declared lost %s after its expiry", -left)
+		}
+		t.Logf("watchdog: %v", auto.Err())
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease stayed alive on refreshes no replica confirmed")
+	}
+	replica.Resume()
+	_ = ls.Release(ctx)
+}
+
+// TestReleaseAfterLateRefresh: a refresh that lands late (after the
+// holder gave the lease up) extends the key; Release with that token
+// still deletes it, so the lock is not kept by nobody.
+func TestReleaseAfterLateRefresh(t *testing.T) {
+	srv := testserver.Redis(t)
+	c := client(t, srv.Addr)
+	ctx := ctxT(t)
+	l := locker(t, c)
+	defer l.Close()
+	ls, err := l.TryAcquire(ctx, "late/refresh", dlock.WithTTL(time.Second), dlock.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Refresh(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatalf("Release after a refresh: %v", err)
+	}
+	if n := c.Exists(ctx, keys.Lock("late/refresh")).Val(); n != 0 {
+		t.Error("the refreshed key outlived the release")
 	}
 }

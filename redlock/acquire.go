@@ -72,8 +72,12 @@ func (d *redlock) TryAcquire(ctx context.Context, req driver.Request) (driver.Gr
 		}
 	}
 	failed := err != nil || !g.Acquired
-	if failed {
+	if failed && ctx.Err() == nil {
 		a.releaseGot()
+	} else if failed {
+		// The caller's deadline has passed: it must not wait for the
+		// releases; the workers release every node that granted anyway.
+		a.got = nil
 	}
 	a.finish(failed)
 	took := time.Since(start)
@@ -199,10 +203,10 @@ func parseTake(res []any) (p1, error) {
 	if len(res) < 2 {
 		return p1{}, bad
 	}
-	code, _ := res[0].(int64)
+	code, ok := res[0].(int64)
 	fs, _ := res[1].(string)
 	fence, err := strconv.ParseUint(fs, 10, 64)
-	if err != nil {
+	if err != nil || !ok || code < 0 || code > 1 {
 		return p1{}, bad
 	}
 	if code == 1 {
@@ -211,8 +215,11 @@ func parseTake(res []any) (p1, error) {
 	if len(res) < 4 {
 		return p1{}, bad
 	}
-	owner, _ := res[2].(string)
-	pttl, _ := res[3].(int64)
+	owner, ok1 := res[2].(string)
+	pttl, ok2 := res[3].(int64)
+	if !ok1 || !ok2 {
+		return p1{}, bad
+	}
 	ttl := time.Duration(pttl) * time.Millisecond
 	if pttl < 0 {
 		ttl = -1

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
 )
 
 // decide waits for the attempt's outcome. Deadlines never pass the
@@ -126,29 +127,46 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// refused explains a phase 1 without a majority: held elsewhere when any
-// node named a holder and the failures alone do not explain it, else the
-// nodes' errors.
+// refused explains a phase 1 without a majority. It is "held elsewhere"
+// only when the nodes that named a holder are enough, alone, to make a
+// majority impossible (more than n - quorum of them): then the answer
+// does not depend on any node that failed or stayed silent. Otherwise an
+// outage, not a holder, may be why, and the nodes' errors are returned;
+// they are permanent (driver.Permanent) when the permanent ones alone
+// make a majority impossible. In gate mode, the gate's naming a holder is
+// such an answer too: the other nodes were not asked.
 func (a *attempt) refused(all []p1) (driver.Grant, error) {
 	n, q := len(a.d.nodes), a.d.quorum
 	var held []driver.Holder
 	var errs []error
+	permanent, skipped := 0, 0
 	for _, r := range all {
 		switch {
+		case r.skipped:
+			skipped++
 		case r.err != nil:
 			errs = append(errs, r.err)
-		case !r.granted && !r.skipped:
+			if errors.Is(r.err, driver.ErrPermanent) {
+				permanent++
+			}
+		case !r.granted:
 			held = append(held, r.holder)
 		}
 	}
-	failed := len(errs) + n - len(all)
-	if len(held) > 0 && failed < q {
+	// In gate mode the others are skipped only when the gate named a
+	// holder: that answer alone decided the attempt.
+	if len(held) > n-q || (skipped > 0 && len(held) > 0 && len(errs) == 0) {
 		return driver.Grant{Holder: likeliest(held)}, nil
 	}
+	failed := len(errs) + n - len(all)
 	for range n - len(all) {
 		errs = append(errs, errNodeTimeout)
 	}
-	return driver.Grant{}, fmt.Errorf("redlock: no majority: %d of %d nodes failed: %w", failed, n, errors.Join(errs...))
+	err := fmt.Errorf("redlock: no majority: %d of %d nodes failed, %d named a holder: %w", failed, n, len(held), errors.Join(errs...))
+	if permanent > n-q {
+		err = driver.Permanent(err)
+	}
+	return driver.Grant{}, err
 }
 
 // likeliest picks the holder most nodes report (by fence; ties go to the
@@ -180,5 +198,5 @@ func (d *redlock) nodeErr(i int, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		err = errNodeTimeout
 	}
-	return fmt.Errorf("redlock node %s: %w", d.nodes[i].addr, err)
+	return fmt.Errorf("redlock node %s: %w", d.nodes[i].addr, redisscript.Classify(err))
 }

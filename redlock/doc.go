@@ -20,8 +20,15 @@
 // release notifications (one subscription connection per node per
 // Locker), polling only as a fallback; contended waiters take the lock
 // through one "gate" node first so that they do not split the votes.
-// Inspect and List report a holder only when a majority of nodes agree on
-// it; ForceRelease deletes the lock on every node and raises the fence on
+// An outage never reads as "held": an attempt without a majority reports a
+// holder only when the nodes that named one are enough, alone, to make a
+// majority impossible (more than N − quorum of them; or, in gate mode, the
+// gate named one and nobody else was asked); otherwise it returns the
+// nodes' errors, marked driver.Permanent when permanent errors (NOAUTH,
+// NOPERM, a script error) alone make a majority impossible. An attempt
+// whose caller's deadline passed returns at once; the nodes it reached are
+// released in the background. Inspect and List report a holder only when a
+// majority of nodes agree on it; ForceRelease deletes the lock on every node and raises the fence on
 // a majority above every fence granted before (see admin.go).
 //
 // # URLs
@@ -33,8 +40,9 @@
 // node gets the same user, password and database, and the go-redis query
 // options of redis.ParseURL (dial_timeout, read_timeout, pool_size, ...).
 // The driver's own keys: node_timeout (a duration, default 50ms), fencing
-// (true or false, default true) and tls (true: connect to every node as
-// rediss://). The portable keys ttl, wait and owner set the Locker's
+// (true or false, default true), tls (true: connect to every node as
+// rediss://) and context_timeout_enabled (default true; go-redis's
+// ParseURL does not read it). The portable keys ttl, wait and owner set the Locker's
 // defaults; any other key is an invalid argument. Clients built from a URL
 // honour context deadlines (ContextTimeoutEnabled) and are closed by
 // Locker.Close; clients passed to New stay the caller's.
@@ -60,7 +68,10 @@
 // set back and roughly agreeing, fewer than a million grants per second
 // per name). WithFencing(false) (URL fencing=false) skips the
 // counters for efficiency-only locks: one round trip always, Fence() = 0.
-// Counters outlive the locks: one small key per name per node.
+// Counters outlive the locks: one small key per name per node (unlike the
+// single-server driver, whose counters are per server or per slot:
+// bounding Redlock's needs the same per-node migration and is not done
+// yet).
 //
 // # Guarantees
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,14 +19,26 @@ import (
 //
 // Every node gets the same user, password, database and go-redis query
 // options (dial_timeout, pool_size...; see redis.ParseURL); the driver's
-// own keys are node_timeout (a duration), fencing (true/false) and tls
-// (true: connect as rediss://). Unknown keys are rejected.
+// own keys are node_timeout (a duration), fencing (true/false), tls
+// (true: connect as rediss://) and context_timeout_enabled (go-redis's
+// ContextTimeoutEnabled, which its ParseURL does not read; default true).
+// Unknown keys are rejected.
 func open(_ context.Context, rawURL string) (driver.Driver, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, invalid("malformed URL")
 	}
-	cfg, scheme, rest, err := ownQuery(u.Query())
+	q := u.Query()
+	ctxTimeout := true
+	if q.Has("context_timeout_enabled") {
+		v, perr := strconv.ParseBool(q.Get("context_timeout_enabled"))
+		if perr != nil {
+			return nil, invalid("URL query context_timeout_enabled=%q: want true or false", q.Get("context_timeout_enabled"))
+		}
+		ctxTimeout = v
+		q.Del("context_timeout_enabled")
+	}
+	cfg, scheme, rest, err := ownQuery(q)
 	if err != nil {
 		return nil, err
 	}
@@ -33,6 +46,7 @@ func open(_ context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	redisscript.RouteLogs()
 	clients := make([]redis.UniversalClient, 0, len(hosts))
 	for _, h := range hosts {
 		node := url.URL{Scheme: scheme, User: u.User, Host: h, Path: u.Path, RawQuery: rest.Encode()}
@@ -41,7 +55,7 @@ func open(_ context.Context, rawURL string) (driver.Driver, error) {
 			closeAll(clients)
 			return nil, invalid("node %s: %v", h, err)
 		}
-		o.ContextTimeoutEnabled = true
+		o.ContextTimeoutEnabled = ctxTimeout
 		clients = append(clients, redis.NewClient(o))
 	}
 	d, err := newDriver(clients, cfg)

@@ -13,7 +13,7 @@ import (
 
 func TestOpenURL(t *testing.T) {
 	ns := startNodes(t, 3)
-	for _, q := range []string{"", "node_timeout=100ms&fencing=false", "dial_timeout=1s&pool_size=4"} {
+	for _, q := range []string{"", "node_timeout=100ms&fencing=false", "dial_timeout=1s&pool_size=4", "context_timeout_enabled=true"} {
 		l, err := dlock.Open(context.Background(), ns.url(q))
 		if err != nil {
 			t.Fatalf("Open(%q): %v", ns.url(q), err)
@@ -43,6 +43,7 @@ func TestOpenURLInvalid(t *testing.T) {
 		"redlock://a:1,b:2,c:3?node_timeout=-1s",
 		"redlock://a:1,b:2,c:3?fencing=maybe",
 		"redlock://a:1,b:2,c:3?tls=maybe",
+		"redlock://a:1,b:2,c:3?context_timeout_enabled=maybe",
 		"redlock://a:1,b:2,c:3?bogus=1",
 		"redlock://:s3cret@a:1,b:2,c:3/notadb",
 	} {

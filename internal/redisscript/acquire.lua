@@ -1,61 +1,95 @@
 -- acquire: take a lock and issue its fencing token in one atomic step,
 -- respecting the FIFO queue of waiters.
--- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue (zset token -> arrival
--- in us), KEYS[4] waiter deadlines (zset token -> ms); one hash slot.
+-- KEYS[1] lock, KEYS[2] fence counter (one per server, or per Cluster
+-- slot), KEYS[3] queue (zset token -> arrival in us), KEYS[4] waiter
+-- deadlines (zset token -> ms), KEYS[5] the name's legacy fence counter,
+-- KEYS[6] queued waiters' requests (hash token -> "ttl\nowner", for the
+-- release's hand-off); one hash slot.
 -- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] owner, ARGV[4] waiter lease in
 -- ms: 0 for a single attempt, else the caller queues (or stays queued)
 -- when it is not granted, and must come back within that lease.
 -- The lock's value is "token\nfence\nowner".
--- Returns {1, fence} when ARGV[1] holds the lock (now, or already: a retry
--- whose first reply was lost; its TTL is then renewed), else
--- {0, fence, owner, pttl} describing the holder, with pttl -2 when the lock
--- is free but reserved for the waiter at the head of the queue.
-local tok, lease = ARGV[1], tonumber(ARGV[4])
+-- Returns {1, fence, server time in us} when ARGV[1] holds the lock (now,
+-- or already: a retry whose first reply was lost; its TTL is then renewed),
+-- else {0, fence, owner, pttl, server time} describing the holder, with
+-- pttl -2 when the lock is free but reserved for the head of the queue.
 local t = redis.call('TIME')
-local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- The same as a decimal string, without string.format (which costs more
+-- than any other step of the fast path).
+local us = t[1] .. string.sub('00000' .. t[2], -6)
 
+-- Fast path: no lock, nobody queued, no legacy counter: four calls in
+-- all. The fence is max(counter + 1, server clock in us); SET ... GET
+-- raises the counter to the clock and returns its old value in one call,
+-- and only a counter at or past the clock (a clock step back, or two
+-- grants in one microsecond) costs a second SET.
+if redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[5]) == 0 then
+  local f = us
+  local last = tonumber(redis.call('SET', KEYS[2], us, 'GET') or '0') or 0
+  if last >= now then
+    f = string.format('%.0f', last + 1)
+    redis.call('SET', KEYS[2], f)
+  end
+  redis.call('SET', KEYS[1], ARGV[1] .. '\n' .. f .. '\n' .. ARGV[3], 'PX', ARGV[2])
+  return {1, f, us}
+end
+
+-- The same with the name's legacy counter folded in.
+local function grant(legacy)
+  local last = tonumber(redis.call('SET', KEYS[2], us, 'GET') or '0') or 0
+  local fence = math.max(now, last + 1, legacy + 1)
+  local f = string.format('%.0f', fence)
+  if fence ~= now then
+    redis.call('SET', KEYS[2], f)
+  end
+  redis.call('SET', KEYS[1], ARGV[1] .. '\n' .. f .. '\n' .. ARGV[3], 'PX', ARGV[2])
+  return {1, f, us}
+end
+
+local tok, lease = ARGV[1], tonumber(ARGV[4])
+local nowms = math.floor(now / 1000)
 local function enqueue()
   if lease > 0 then
-    redis.call('ZADD', KEYS[3], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), tok)
+    redis.call('ZADD', KEYS[3], 'NX', us, tok)
     redis.call('ZADD', KEYS[4], nowms + lease, tok)
+    redis.call('HSET', KEYS[6], tok, ARGV[2] .. '\n' .. ARGV[3])
     redis.call('PEXPIRE', KEYS[3], 2 * lease)
     redis.call('PEXPIRE', KEYS[4], 2 * lease)
+    redis.call('PEXPIRE', KEYS[6], 2 * lease)
   end
 end
 
--- Fast path: no lock and nobody queued (one call tells both).
-if redis.call('EXISTS', KEYS[1], KEYS[3]) > 0 then
-  local v = redis.call('GET', KEYS[1])
-  if v then
-    local holder, fence, owner = string.match(v, '^([^\n]*)\n([^\n]*)\n(.*)$')
-    if holder == tok then
-      redis.call('PEXPIRE', KEYS[1], ARGV[2])
-      return {1, fence}
-    end
-    enqueue()
-    return {0, fence or '0', owner or '', redis.call('PTTL', KEYS[1])}
+local v = redis.call('GET', KEYS[1])
+if v then
+  local holder, fence, owner = string.match(v, '^([^\n]*)\n([^\n]*)\n(.*)$')
+  if holder == tok then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, fence, us}
   end
+  enqueue()
+  return {0, fence or '0', owner or '', redis.call('PTTL', KEYS[1]), us}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
   local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', nowms)
   for _, w in ipairs(dead) do
     redis.call('ZREM', KEYS[3], w)
     redis.call('ZREM', KEYS[4], w)
+    redis.call('HDEL', KEYS[6], w)
   end
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head and head ~= tok then
     enqueue()
-    return {0, '0', 'nobody (free, reserved for the next queued waiter)', -2}
+    return {0, '0', 'nobody (free, reserved for the next queued waiter)', -2, us}
   end
   redis.call('ZREM', KEYS[3], tok)
   redis.call('ZREM', KEYS[4], tok)
+  redis.call('HDEL', KEYS[6], tok)
 end
-
--- The fence is max(last + 1, server clock in microseconds): strictly
--- increasing while the counter survives, and still above every earlier
--- fence if it was lost or rolled back (as long as the server clock does
--- not go backwards and grants come less than once per microsecond).
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-local fence = string.format('%.0f', math.max(last + 1, now))
-redis.call('SET', KEYS[2], fence)
-redis.call('SET', KEYS[1], tok .. '\n' .. fence .. '\n' .. ARGV[3], 'PX', ARGV[2])
-return {1, fence}
+-- Migration from the per-name counters of older versions: fold the
+-- name's counter into the fence, then drop it.
+local legacy = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
+if legacy > 0 then
+  redis.call('DEL', KEYS[5])
+end
+return grant(legacy)

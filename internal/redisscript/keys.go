@@ -10,11 +10,17 @@ import (
 const DefaultPrefix = "dlock:"
 
 // Keys is the key layout for one prefix. A lock named N lives at
-// prefix{N}, its fence counter at prefix{N}:fence, its queue of waiters at
-// prefix{N}:queue and prefix{N}:waiters, and its release channel is
-// prefix{N}:released. The braces are a Redis Cluster hash tag: all of them
-// share N's slot, so one script can touch them. A '}' (or '%') in N is
-// written %7D (%25) so that the tag always spans the whole name.
+// prefix{N}, its queue of waiters at prefix{N}:queue and prefix{N}:waiters,
+// and its release channel is prefix{N}:released. The braces are a Redis
+// Cluster hash tag: all of them share N's slot, so one script can touch
+// them. A '}' (or '%') in N is written %7D (%25) so that the tag always
+// spans the whole name.
+//
+// Fences come from one counter per server (prefix + "fence"), or in a
+// Cluster one per hash slot (prefix + "fence:{TAG}", TAG chosen to hash to
+// N's slot): a bounded number of keys however many names are used. Older
+// versions kept one counter per name at prefix{N}:fence (LegacyFence); the
+// scripts fold such a key into the counter and delete it.
 type Keys struct{ Prefix string }
 
 var (
@@ -25,8 +31,31 @@ var (
 // Lock returns the lock key of name.
 func (k Keys) Lock(name string) string { return k.Prefix + "{" + escaper.Replace(name) + "}" }
 
-// Fence returns the fence counter key of name.
-func (k Keys) Fence(name string) string { return k.Lock(name) + ":fence" }
+// Set returns every key of name that the acquire script uses, in its
+// KEYS order: lock, fence counter, queue, waiter deadlines, legacy fence,
+// waiters' requests.
+// It escapes the name once.
+func (k Keys) Set(name string, cluster bool) []string {
+	lock := k.Lock(name)
+	counter := k.Prefix + "fence"
+	if cluster {
+		counter = k.Prefix + "fence:{" + SlotTag(Slot(lock)) + "}"
+	}
+	return []string{lock, counter, lock + ":queue", lock + ":waiters", lock + ":fence", lock + ":asks"}
+}
+
+// LegacyFence returns the per-name fence counter key that versions before
+// the bounded layout kept forever.
+func (k Keys) LegacyFence(name string) string { return k.Lock(name) + ":fence" }
+
+// Counter returns the fence counter key for name: the server's one
+// counter, or with cluster set the counter of name's hash slot.
+func (k Keys) Counter(name string, cluster bool) string {
+	if !cluster {
+		return k.Prefix + "fence"
+	}
+	return k.Prefix + "fence:{" + SlotTag(Slot(k.Lock(name))) + "}"
+}
 
 // Queue returns the key of name's FIFO queue of waiters (a sorted set of
 // tokens by arrival).
@@ -35,6 +64,10 @@ func (k Keys) Queue(name string) string { return k.Lock(name) + ":queue" }
 // Deadlines returns the key of the deadlines by which name's queued
 // waiters must renew their place (a sorted set of tokens by deadline).
 func (k Keys) Deadlines(name string) string { return k.Lock(name) + ":waiters" }
+
+// Asks returns the key of the requests (TTL, owner) of name's queued
+// waiters, which a release uses to hand the lock to the queue's head.
+func (k Keys) Asks(name string) string { return k.Lock(name) + ":asks" }
 
 // Channel returns the release channel of name.
 func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }

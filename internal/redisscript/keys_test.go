@@ -16,7 +16,7 @@ func TestKeysRoundTrip(t *testing.T) {
 		if got, ok := k.Name(lock); !ok || got != name {
 			t.Errorf("Name(Lock(%q)) = %q, %v", name, got, ok)
 		}
-		for _, other := range []string{k.Fence(name), k.Queue(name), k.Deadlines(name), k.Channel(name)} {
+		for _, other := range []string{k.LegacyFence(name), k.Queue(name), k.Deadlines(name), k.Asks(name), k.Channel(name)} {
 			if !strings.HasPrefix(other, lock+":") {
 				t.Errorf("%q does not share %q's hash tag", other, lock)
 			}
@@ -46,7 +46,7 @@ func TestPattern(t *testing.T) {
 		if err != nil || ok != c.match {
 			t.Errorf("Pattern(%q) vs Lock(%q): match %v (%v), want %v", c.prefix, c.name, ok, err, c.match)
 		}
-		if ok, _ := path.Match(k.Pattern(c.prefix), k.Fence(c.name)); ok {
+		if ok, _ := path.Match(k.Pattern(c.prefix), k.LegacyFence(c.name)); ok {
 			t.Errorf("Pattern(%q) matches the fence key of %q", c.prefix, c.name)
 		}
 	}
@@ -61,6 +61,38 @@ func TestParseValue(t *testing.T) {
 	for _, bad := range []string{"", "tok", "tok\nNaN\nowner", "tok\n1.8e+15\nx"} {
 		if _, err := ParseValue(bad); err == nil {
 			t.Errorf("ParseValue(%q) accepted a malformed value", bad)
+		}
+	}
+}
+
+func TestSlotTags(t *testing.T) {
+	k := Keys{Prefix: "p:"}
+	for s := range Slots {
+		if got := Slot("x:{" + SlotTag(s) + "}"); got != s {
+			t.Fatalf("SlotTag(%d) = %q hashes to slot %d", s, SlotTag(s), got)
+		}
+	}
+	for _, name := range []string{"a", "b", "jobs/1", "ünï"} {
+		if Slot(k.Counter(name, true)) != Slot(k.Lock(name)) {
+			t.Errorf("Counter(%q, cluster) = %q is not in the lock's slot", name, k.Counter(name, true))
+		}
+	}
+	if k.Counter("a", false) != k.Counter("b", false) {
+		t.Error("outside Cluster every name must share one counter")
+	}
+	// Known slots from the Redis Cluster spec: "123456789" -> 0x31C3.
+	if Slot("123456789") != 0x31C3 {
+		t.Errorf("Slot(123456789) = %d, want %d", Slot("123456789"), 0x31C3)
+	}
+}
+
+func TestSet(t *testing.T) {
+	k := Keys{Prefix: "p:"}
+	for _, cluster := range []bool{false, true} {
+		got := k.Set("a}b", cluster)
+		want := []string{k.Lock("a}b"), k.Counter("a}b", cluster), k.Queue("a}b"), k.Deadlines("a}b"), k.LegacyFence("a}b"), k.Asks("a}b")}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("Set(cluster=%v) = %q, want %q", cluster, got, want)
 		}
 	}
 }

@@ -29,6 +29,8 @@ var (
 	forceReleaseSrc string
 	//go:embed dequeue.lua
 	dequeueSrc string
+	//go:embed release_batch.lua
+	releaseBatchSrc string
 )
 
 // The scripts. Each file documents its KEYS, ARGV and reply.
@@ -40,11 +42,12 @@ var (
 	Inspect      = redis.NewScript(inspectSrc)
 	ForceRelease = redis.NewScript(forceReleaseSrc)
 	Dequeue      = redis.NewScript(dequeueSrc)
+	ReleaseBatch = redis.NewScript(releaseBatchSrc)
 )
 
 // All lists every script, for Load.
 func All() []*redis.Script {
-	return []*redis.Script{Acquire, Refresh, RefreshBatch, Release, Inspect, ForceRelease, Dequeue}
+	return []*redis.Script{Acquire, Refresh, RefreshBatch, Release, Inspect, ForceRelease, Dequeue, ReleaseBatch}
 }
 
 // Load caches every script on the server (on every master of a Cluster),
