@@ -30,7 +30,9 @@ func openFile(ctx context.Context, u *url.URL, opts []dlock.Option) (*Target, er
 	t := &Target{Backend: "file",
 		Baseline:          "SQLite INSERT OR IGNORE + token-checked DELETE, same file and pragmas",
 		BaselineContended: "busy poll of the INSERT OR IGNORE"}
-	t.NewLocker = func(o ...dlock.Option) (*dlock.Locker, error) { return dlock.Open(ctx, u.String(), append(opts, o...)...) }
+	t.NewLocker = func(o ...dlock.Option) (*dlock.Locker, error) {
+		return dlock.Open(ctx, u.String(), append(opts, o...)...)
+	}
 	var err error
 	if t.Dlock, err = t.dlockSide(func() (*dlock.Locker, error) { return t.NewLocker() }, nil); err != nil {
 		return nil, err
