@@ -134,21 +134,31 @@ func scrubURLErr(err error, u *url.URL) string {
 	return msg
 }
 
-// redisHook counts every command and every pipeline as one round trip.
+// redisHook counts every command and every pipeline as one round trip,
+// except a new connection's set-up (HELLO, AUTH, SELECT, CLIENT SETINFO),
+// which go-redis also sends through the hooks: its count depends on when
+// the pool dials, not on the lock.
 type redisHook struct{ rt *Counter }
+
+// setupCommands are the commands go-redis sends to set a connection up.
+var setupCommands = map[string]bool{"hello": true, "auth": true, "select": true, "client": true, "readonly": true}
 
 func (h redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.rt.Add(1)
+		if !setupCommands[cmd.Name()] {
+			h.rt.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.rt.Add(1)
+		if len(cmds) == 0 || !setupCommands[cmds[0].Name()] {
+			h.rt.Add(1)
+		}
 		return next(ctx, cmds)
 	}
 }
