@@ -41,3 +41,24 @@ func orNA(s string) string {
 	}
 	return s
 }
+
+// WriteLeasesMarkdown writes lease-holding reports as a Markdown table.
+func WriteLeasesMarkdown(w io.Writer, rs []baseline.LeaseReport) error {
+	fmt.Fprintln(w, "| backend | leases | held s | refreshes sent | refresh calls | leases/call | round trips | round trips/call | lost |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rs {
+		perCall := 0.0
+		if r.RefreshCalls > 0 {
+			perCall = float64(r.Refreshes) / float64(r.RefreshCalls)
+		}
+		rt := "n/a"
+		if r.RoundTrips != nil {
+			rt = fmt.Sprint(*r.RoundTrips)
+		}
+		if _, err := fmt.Fprintf(w, "| %s | %d | %.1f | %d | %d | %.0f | %s | %s | %d |\n", r.Backend, r.Leases, r.HeldSeconds,
+			r.Refreshes, r.RefreshCalls, perCall, rt, opt(r.RoundTripsPerCall, "%.2f"), r.Lost); err != nil {
+			return err
+		}
+	}
+	return nil
+}
