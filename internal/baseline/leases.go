@@ -31,7 +31,7 @@ type LeaseReport struct {
 }
 
 // HoldWorkers is how many goroutines take the leases of HoldLeases.
-const HoldWorkers = 64
+const HoldWorkers = 16
 
 // HoldLeases takes n leases with ttl on one Locker of t's dlock side,
 // holds them for hold and counts the refresh traffic.

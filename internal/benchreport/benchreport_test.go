@@ -10,7 +10,12 @@ import (
 
 	"github.com/dlockdev/dlock/internal/baseline"
 	"github.com/dlockdev/dlock/internal/benchreport"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+}
 
 func f(v float64) *float64 { return &v }
 
@@ -45,8 +50,8 @@ func TestWriteSVG(t *testing.T) {
 			rects++
 		}
 	}
-	// Background, two legend swatches, two bars per workload.
-	if want := 3 + 2*len(sample()); rects != want {
+	// Background, three legend swatches, two bars per workload.
+	if want := 4 + 2*len(sample()); rects != want {
 		t.Errorf("%d rects, want %d", rects, want)
 	}
 	for _, want := range []string{"0.73×", "1.15×", "5.60×", "»", "redis", "etcd", "dlock &amp; baseline", "5586 vs 7696 ops/s"} {

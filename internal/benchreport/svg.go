@@ -65,8 +65,9 @@ func chartScale(cs []baseline.Comparison) float64 {
 
 func legend(b *strings.Builder) {
 	fmt.Fprintf(b, `<rect x="16" y="40" width="14" height="12" fill="#1f6feb"/><text x="36" y="51">dlock</text>`+"\n")
-	fmt.Fprintf(b, `<rect x="96" y="43" width="14" height="7" fill="#b0b0b0"/><text x="116" y="51">hand-written baseline (= 1.0×)</text>`+"\n")
-	fmt.Fprintf(b, `<text x="%d" y="51" fill="#555555">ratio = dlock ops/s ÷ baseline ops/s, same process and run</text>`+"\n", textLeft-240)
+	fmt.Fprintf(b, `<rect x="90" y="40" width="14" height="12" fill="#d1242f"/><text x="110" y="51">dlock, under 0.8×</text>`+"\n")
+	fmt.Fprintf(b, `<rect x="250" y="43" width="14" height="7" fill="#b0b0b0"/><text x="270" y="51">hand-written baseline (= 1.0×)</text>`+"\n")
+	fmt.Fprintf(b, `<text x="%d" y="51" fill="#555555" text-anchor="end">ratio = dlock ops/s ÷ baseline ops/s, same process and run</text>`+"\n", svgWidth-16)
 }
 
 // bar draws one workload's row.

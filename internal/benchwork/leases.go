@@ -161,6 +161,21 @@ func (h Hold) mark(held bool) {
 	}
 }
 
+// takeAttempts bounds the attempts on one lease: a backend may fail one
+// under the load of taking thousands (a Redlock node timeout).
+const takeAttempts = 3
+
+// tryAcquire takes name, trying again after a failure other than "held".
+func (h Hold) tryAcquire(ctx context.Context, name string) (ls *dlock.Lease, err error) {
+	for range takeAttempts {
+		ls, err = h.Locker.TryAcquire(ctx, name, h.Opts...)
+		if err == nil || errors.Is(err, dlock.ErrNotAcquired) || ctx.Err() != nil {
+			return ls, err
+		}
+	}
+	return nil, err
+}
+
 // take acquires the N leases; on error the ones taken are returned too,
 // for release.
 func (h Hold) take(ctx context.Context) ([]*dlock.Lease, error) {
@@ -171,7 +186,7 @@ func (h Hold) take(ctx context.Context) ([]*dlock.Lease, error) {
 	for w := range h.Workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < h.N && errs[w] == nil; i = int(next.Add(1) - 1) {
-				leases[i], errs[w] = h.Locker.TryAcquire(ctx, Name(h.Prefix, i), h.Opts...)
+				leases[i], errs[w] = h.tryAcquire(ctx, Name(h.Prefix, i))
 			}
 		})
 	}
