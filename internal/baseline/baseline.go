@@ -25,7 +25,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -87,10 +86,12 @@ func (t *Target) Close() {
 // onClose registers fn to run at Close, in reverse order.
 func (t *Target) onClose(fn func()) { t.closers = append(t.closers, fn) }
 
-// Open sets up the comparison for the backend at rawURL with dlock
-// options opts (the Lockers' defaults; ttl also sets the baselines'
-// lease length). The URL's ttl, wait and owner keys are honoured as by
-// dlock.Open.
+// Open sets up the comparison for the backend at rawURL: ttl is the
+// lease length of both sides (dlock's Lockers get it as their default
+// TTL). The URL's ttl, wait and owner keys set dlock's defaults as with
+// dlock.Open; the driver's own keys (redis fair and prefix, postgres mode
+// and table, ...) are honoured, and the rest goes to the client library.
+// Errors never contain the URL's password.
 func Open(ctx context.Context, rawURL string, ttl time.Duration) (*Target, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -217,4 +218,4 @@ func newToken() string {
 }
 
 // keyFor is the baseline's key for a lock name, apart from dlock's.
-func keyFor(name string) string { return "dlock-bench-baseline:" + strings.TrimPrefix(name, "/") }
+func keyFor(name string) string { return "dlock-bench-baseline:" + name }

@@ -74,8 +74,9 @@ type Comparison struct {
 // Config tunes Compare.
 type Config struct {
 	// Duration is each side's measured time per workload, split into
-	// Rounds slices run in alternation (dlock, baseline, baseline,
-	// dlock, ...) so that drifting load on the machine hits both alike.
+	// Rounds slices (default 4) run in alternation (dlock, baseline,
+	// baseline, dlock, ...) so that drifting load on the machine hits
+	// both alike.
 	Duration time.Duration
 	Rounds   int
 	// Workloads to run (default Workloads).
@@ -87,7 +88,7 @@ type Config struct {
 // Compare measures both sides of t on every workload.
 func Compare(ctx context.Context, t *Target, cfg Config, each func(Comparison)) ([]Comparison, error) {
 	if cfg.Rounds < 1 {
-		cfg.Rounds = 2
+		cfg.Rounds = 4
 	}
 	if cfg.Workloads == nil {
 		cfg.Workloads = Workloads

@@ -28,6 +28,9 @@ type LeaseReport struct {
 	RoundTripsPerCall *float64 `json:"round_trips_per_call"`
 	// Lost counts leases lost while held; it must be 0.
 	Lost int `json:"lost"`
+	// Error, when set, says why the run did not complete (the other
+	// fields may then be zero).
+	Error string `json:"error,omitempty"`
 }
 
 // HoldWorkers is how many goroutines take the leases of HoldLeases.

@@ -47,6 +47,10 @@ func WriteLeasesMarkdown(w io.Writer, rs []baseline.LeaseReport) error {
 	fmt.Fprintln(w, "| backend | leases | held s | refreshes sent | refresh calls | leases/call | round trips | round trips/call | lost |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
+		if r.Error != "" {
+			fmt.Fprintf(w, "| %s | %d | failed: %s | | | | | | |\n", r.Backend, r.Leases, r.Error)
+			continue
+		}
 		perCall := 0.0
 		if r.RefreshCalls > 0 {
 			perCall = float64(r.Refreshes) / float64(r.RefreshCalls)

@@ -197,8 +197,10 @@ func (h Hold) take(ctx context.Context) ([]*dlock.Lease, error) {
 			held = append(held, ls)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return held, fmt.Errorf("benchwork: take %d leases: %w", h.N, err)
+	for _, err := range errs {
+		if err != nil {
+			return held, fmt.Errorf("benchwork: took %d of %d leases, then: %w", len(held), h.N, err)
+		}
 	}
 	return held, nil
 }
