@@ -106,6 +106,10 @@ func WriteLeases(w io.Writer, rs []baseline.LeaseReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "BACKEND\tLEASES\tTTL S\tHELD S\tREFRESHES\tREFRESH CALLS\tLEASES/CALL\tROUND TRIPS\tRT/CALL\tLOST\t")
 	for _, r := range rs {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\t%d\tfailed: %s\t\n", r.Backend, r.Leases, r.Error)
+			continue
+		}
 		perCall := 0.0
 		if r.RefreshCalls > 0 {
 			perCall = float64(r.Refreshes) / float64(r.RefreshCalls)
