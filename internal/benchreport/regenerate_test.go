@@ -116,7 +116,7 @@ func writeDocs(t *testing.T, cs []baseline.Comparison, lrs []baseline.LeaseRepor
 	if err := benchreport.WriteMarkdown(&md, cs); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(&md, leaseHead)
+	md.WriteString(leaseHead)
 	if err := benchreport.WriteLeasesMarkdown(&md, lrs); err != nil {
 		t.Fatal(err)
 	}
