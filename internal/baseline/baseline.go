@@ -13,10 +13,11 @@
 //	file.go      raw SQLite INSERT OR IGNORE + DELETE on the same file
 //
 // Round trips are counted where the client lets us listen: a go-redis
-// hook, a pgx QueryTracer, gRPC interceptors; the embedded SQLite file
-// has none. Server time per cycle comes from Redis INFO commandstats,
-// Postgres pg_stat_statements (when loaded) and etcd's process CPU
-// metric.
+// hook, a pgx QueryTracer, gRPC interceptors (never a connection's
+// set-up, nor pgx's once-per-connection statement preparation); the
+// embedded SQLite file has none. Server time per cycle comes from Redis
+// INFO commandstats, Postgres pg_stat_statements (when loaded) and etcd's
+// process CPU metric.
 package baseline
 
 import (

@@ -147,7 +147,10 @@ func (t *Target) statStatements(ctx context.Context, pcfg *pgxpool.Config) {
 	}
 }
 
-// pgTracer counts every query, batch, prepare and copy as a round trip.
+// pgTracer counts every query, batch and copy as one round trip. It is no
+// PrepareTracer: pgx prepares each statement once per connection (its
+// statement cache), so prepares depend on when the pool opens
+// connections, not on the lock; likewise connecting is not counted.
 type pgTracer struct{ rt *Counter }
 
 func (p pgTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -162,12 +165,6 @@ func (p pgTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceB
 }
 func (pgTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (pgTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-func (p pgTracer) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	p.rt.Add(1)
-	return ctx
-}
-func (pgTracer) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
 
 func (p pgTracer) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
 	p.rt.Add(1)
