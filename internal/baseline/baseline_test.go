@@ -44,7 +44,7 @@ func compare(t *testing.T, url string) []baseline.Comparison {
 	}
 	for _, c := range cs {
 		for side, m := range map[string]baseline.Measure{"dlock": c.Dlock, "baseline": c.Baseline} {
-			if m.Ops == 0 || m.Errors != 0 || m.Violations != 0 || m.PerSec <= 0 || m.P99Ms < m.P50Ms {
+			if m.Ops == 0 || m.Errors != 0 || m.Violations != 0 || m.PerSec <= 0 || m.P99Ms < m.P50Ms || m.ClientUsec == nil || *m.ClientUsec <= 0 {
 				t.Errorf("%s %s %s: implausible %+v", c.Backend, c.Workload, side, m)
 			}
 			// Fairness may be 0 in so short a run (a busy poll starves some).

@@ -51,6 +51,10 @@ type Measure struct {
 	// ServerUsec is the server's time per op (see Comparison.ServerTime);
 	// nil when the backend does not expose it.
 	ServerUsec *float64 `json:"server_usec_per_op"`
+	// ClientUsec is this process's CPU time per op (user + system, the
+	// harness's own share included, alike for both sides); nil where the
+	// platform does not say.
+	ClientUsec *float64 `json:"client_usec_per_op"`
 	// FirstError is the first failure's message, if any.
 	FirstError string `json:"first_error,omitempty"`
 }
@@ -113,6 +117,8 @@ type tally struct {
 	contention *benchwork.Contention
 	rt, server int64 // round trips; server time in ns
 	serverOK   bool
+	client     time.Duration // this process's CPU
+	clientOK   bool
 }
 
 func (t *Target) compare(ctx context.Context, w Workload, cfg Config) (Comparison, error) {
@@ -120,6 +126,7 @@ func (t *Target) compare(ctx context.Context, w Workload, cfg Config) (Compariso
 	var tallies [2]tally
 	for i := range tallies {
 		tallies[i].serverOK = t.ServerTime != nil
+		_, tallies[i].clientOK = benchwork.ProcessCPU()
 		if !w.Contended {
 			// Warm every pooled connection (prepared statements, scripts)
 			// before anything is counted.
@@ -173,10 +180,13 @@ func (t *Target) round(ctx context.Context, w Workload, s *Side, tl *tally, d ti
 		}
 	}
 	rt0, srv0 := t.probe(ctx, s, tl)
+	cpu0, _ := benchwork.ProcessCPU()
 	run()
+	cpu1, _ := benchwork.ProcessCPU()
 	rt1, srv1 := t.probe(ctx, s, tl)
 	tl.rt += rt1 - rt0
 	tl.server += int64(srv1 - srv0)
+	tl.client += cpu1 - cpu0
 	return nil
 }
 
@@ -226,6 +236,10 @@ func (tl *tally) measure(s *Side) Measure {
 	if tl.serverOK {
 		v := float64(tl.server) / float64(time.Microsecond) / float64(m.Ops)
 		m.ServerUsec = &v
+	}
+	if tl.clientOK {
+		v := float64(tl.client) / float64(time.Microsecond) / float64(m.Ops)
+		m.ClientUsec = &v
 	}
 	return m
 }

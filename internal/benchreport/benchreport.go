@@ -24,7 +24,7 @@ func WriteTable(w io.Writer, cs []baseline.Comparison) error {
 		c0 := group[0]
 		fmt.Fprintf(w, "%s: dlock against %s\n", c0.Backend, describe(group))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "WORKLOAD\tSIDE\tOPS/S\tRATIO\tP50 MS\tP99 MS\tHANDOFF P50 MS\tFAIRNESS\tRT/OP\tSERVER µS/OP\tERRORS\tVIOLATIONS\t")
+		fmt.Fprintln(tw, "WORKLOAD\tSIDE\tOPS/S\tRATIO\tP50 MS\tP99 MS\tHANDOFF P50 MS\tFAIRNESS\tRT/OP\tSERVER µS/OP\tCLIENT µS/OP\tERRORS\tVIOLATIONS\t")
 		for _, c := range group {
 			row(tw, c.Workload, "dlock", fmt.Sprintf("%.2f", c.Ratio), c.Contended, c.Dlock)
 			row(tw, "", "baseline", "", c.Contended, c.Baseline)
@@ -38,6 +38,7 @@ func WriteTable(w io.Writer, cs []baseline.Comparison) error {
 	if st := serverTimeKinds(cs); st != "" {
 		fmt.Fprintf(w, "SERVER µS/OP: %s.\n", st)
 	}
+	fmt.Fprintln(w, "CLIENT µS/OP: this process's CPU (user + system), the harness's share included.")
 	return nil
 }
 
@@ -46,8 +47,8 @@ func row(tw io.Writer, workload, side, ratio string, contended bool, m baseline.
 	if contended {
 		handoff, fair = fmt.Sprintf("%.2f", m.HandoffP50Ms), fmt.Sprintf("%.2f", m.Fairness)
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%d\t%d\t\n", workload, side, m.PerSec, ratio,
-		m.P50Ms, m.P99Ms, handoff, fair, opt(m.RoundTrips, "%.2f"), opt(m.ServerUsec, "%.1f"), m.Errors, m.Violations)
+	fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", workload, side, m.PerSec, ratio,
+		m.P50Ms, m.P99Ms, handoff, fair, opt(m.RoundTrips, "%.2f"), opt(m.ServerUsec, "%.1f"), opt(m.ClientUsec, "%.0f"), m.Errors, m.Violations)
 }
 
 // opt formats v, or "n/a" when it is unknown.

@@ -12,8 +12,8 @@ func WriteMarkdown(w io.Writer, cs []baseline.Comparison) error {
 	for _, group := range byBackend(cs) {
 		fmt.Fprintf(w, "#### %s\n\nBaseline: %s.\n\n", group[0].Backend, describe(group))
 		fmt.Fprintln(w, "| workload | dlock ops/s | baseline ops/s | ratio | p50 ms (dlock / base) | p99 ms (dlock / base) "+
-			"| handoff p50 ms | fairness | round trips/op | server µs/op |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+			"| handoff p50 ms | fairness | round trips/op | server µs/op | client µs/op |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, c := range group {
 			d, b := c.Dlock, c.Baseline
 			handoff, fair := "—", "—"
@@ -21,9 +21,10 @@ func WriteMarkdown(w io.Writer, cs []baseline.Comparison) error {
 				handoff = fmt.Sprintf("%.2f / %.2f", d.HandoffP50Ms, b.HandoffP50Ms)
 				fair = fmt.Sprintf("%.2f / %.2f", d.Fairness, b.Fairness)
 			}
-			if _, err := fmt.Fprintf(w, "| %s | %.0f | %.0f | **%.2f×** | %.2f / %.2f | %.2f / %.2f | %s | %s | %s / %s | %s / %s |\n",
+			if _, err := fmt.Fprintf(w, "| %s | %.0f | %.0f | **%.2f×** | %.2f / %.2f | %.2f / %.2f | %s | %s | %s / %s | %s / %s | %s / %s |\n",
 				c.Workload, d.PerSec, b.PerSec, c.Ratio, d.P50Ms, b.P50Ms, d.P99Ms, b.P99Ms, handoff, fair,
-				opt(d.RoundTrips, "%.2f"), opt(b.RoundTrips, "%.2f"), opt(d.ServerUsec, "%.0f"), opt(b.ServerUsec, "%.0f")); err != nil {
+				opt(d.RoundTrips, "%.2f"), opt(b.RoundTrips, "%.2f"), opt(d.ServerUsec, "%.0f"), opt(b.ServerUsec, "%.0f"),
+				opt(d.ClientUsec, "%.0f"), opt(b.ClientUsec, "%.0f")); err != nil {
 				return err
 			}
 		}
@@ -31,7 +32,8 @@ func WriteMarkdown(w io.Writer, cs []baseline.Comparison) error {
 	}
 	fmt.Fprintln(w, "p50/p99: one TryAcquire+Release cycle (uncontended) or the wait for the lock (contended). "+
 		"Round trips are counted by a hook on each side's client (go-redis hook, pgx tracer, gRPC interceptors). "+
-		"Server µs/op: "+orNA(serverTimeKinds(cs))+".")
+		"Server µs/op: "+orNA(serverTimeKinds(cs))+". Client µs/op: the benchmark process's CPU (user + system) per op, "+
+		"the harness's own share included alike for both sides.")
 	return nil
 }
 

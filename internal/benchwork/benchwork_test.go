@@ -236,3 +236,19 @@ func TestHoldRejectsZero(t *testing.T) {
 		t.Error("a hold of 0 leases was accepted")
 	}
 }
+
+func TestProcessCPU(t *testing.T) {
+	c0, ok := benchwork.ProcessCPU()
+	if !ok {
+		t.Skip("no process CPU time on this platform")
+	}
+	x := 0
+	for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
+		x++
+	}
+	c1, _ := benchwork.ProcessCPU()
+	// 100 ms of spinning on a loaded machine: at least some of it on a CPU.
+	if c1-c0 < 10*time.Millisecond {
+		t.Errorf("CPU time went from %v to %v over 100 ms of spinning (%d loops)", c0, c1, x)
+	}
+}
