@@ -191,7 +191,7 @@ func (t *Target) etcdMetrics(ctx context.Context, endpoints []string) {
 		return sum, nil
 	}
 	if _, err := read(ctx); err == nil {
-		t.ServerTime, t.ServerTimeKind = read, "etcd process_cpu_seconds_total"
+		t.ServerTime, t.ServerTimeKind = read, "process_cpu_seconds_total from /metrics"
 	}
 }
 
