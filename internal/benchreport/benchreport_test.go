@@ -80,3 +80,18 @@ func TestWriteMarkdownAndTable(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteMarkdownListsFailures(t *testing.T) {
+	cs := sample()
+	cs[0].Dlock.Errors, cs[0].Dlock.FirstError = 2, "no majority"
+	var md bytes.Buffer
+	if err := benchreport.WriteMarkdown(&md, cs); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Failed operations in uncontended-1: dlock 2, baseline 0 (first: no majority)."; !strings.Contains(md.String(), want) {
+		t.Errorf("markdown lacks %q:\n%s", want, md.String())
+	}
+	if strings.Count(md.String(), "Failed operations") != 1 {
+		t.Errorf("failures listed for rows without any:\n%s", md.String())
+	}
+}

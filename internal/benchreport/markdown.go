@@ -28,6 +28,7 @@ func WriteMarkdown(w io.Writer, cs []baseline.Comparison) error {
 				return err
 			}
 		}
+		writeErrors(w, group)
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "p50/p99: one TryAcquire+Release cycle (uncontended) or the wait for the lock (contended). "+
@@ -67,4 +68,22 @@ func WriteLeasesMarkdown(w io.Writer, rs []baseline.LeaseReport) error {
 		}
 	}
 	return nil
+}
+
+// writeErrors lists the failed operations of a backend's rows, if any.
+func writeErrors(w io.Writer, group []baseline.Comparison) {
+	for _, c := range group {
+		if c.Dlock.Errors+c.Baseline.Errors == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nFailed operations in %s: dlock %d, baseline %d (first: %s).\n",
+			c.Workload, c.Dlock.Errors, c.Baseline.Errors, firstError(c))
+	}
+}
+
+func firstError(c baseline.Comparison) string {
+	if c.Dlock.FirstError != "" {
+		return c.Dlock.FirstError
+	}
+	return c.Baseline.FirstError
 }
