@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test lint vet fmt staticcheck unit bench demo
+.PHONY: test lint vet fmt staticcheck unit bench bench-compare bench-readme demo
 
 test: lint unit
 
@@ -24,8 +24,21 @@ staticcheck:
 unit:
 	$(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
 
+# The drivers' go test benchmarks (workloads from internal/benchwork).
 bench:
 	$(GO) test -run '^$$' -bench '^Benchmark(Uncontended|Contended)$$' -benchtime 2000x -p 1 ./filelock ./redislock ./redlock ./pglock ./etcdlock ./zklock
+
+# dlock against the hand-written baseline on one backend:
+#   make bench-compare DLOCK_URL=redis://127.0.0.1:6379
+bench-compare:
+	$(GO) run ./cmd/dlock bench --compare
+
+# Start every backend's test server, compare dlock with the hand-written
+# baselines, hold 10,000 leases, and rewrite docs/benchmarks.md and
+# docs/benchmarks.svg. DLOCK_BENCH_DURATION (default 3s per side and
+# workload) and DLOCK_BENCH_LEASES (default 10000) tune it.
+bench-readme:
+	DLOCK_BENCH_UPDATE=1 $(GO) test -run '^TestRegenerateBench$$' -count=1 -v -timeout 30m ./internal/benchreport
 
 demo:
 	$(GO) run ./cmd/dlock demo

@@ -1,16 +1,21 @@
 // Package benchwork measures the two lock workloads that every backend's
 // benchmarks share: uncontended acquire+release cycles, each goroutine on
-// its own name, and contended handoffs of one name between workers. The
-// workloads take callbacks, so one harness measures dlock Lockers and each
-// backend's baseline (raw advisory locks, etcd's concurrency.Mutex, a
+// its own name, and contended handoffs of one name between workers; and a
+// third, holding many leases at once while the watchdog refreshes them.
+// The workloads take callbacks, so one harness measures dlock Lockers and
+// each backend's baseline (raw advisory locks, etcd's concurrency.Mutex, a
 // hand-written Redis script, ...) alike.
+//
+// A run is bounded by a Budget: a fixed count of operations (Count, for a
+// *testing.B and its b.N) or a wall-clock duration (For, for `dlock
+// bench`). RunCycles and RunContended know nothing of package testing;
+// Uncontended, Contended and the Report methods are their *testing.B
+// wrappers, and Stats turns a run into the figures a report prints.
 package benchwork
 
 import (
 	"context"
-	"slices"
 	"strconv"
-	"time"
 
 	"github.com/dlockdev/dlock"
 )
@@ -37,6 +42,18 @@ func AcquireRelease(l *dlock.Locker, opts ...dlock.Option) Cycle {
 	}
 }
 
+// TryAcquireRelease is a Cycle that makes one attempt on name with
+// TryAcquire and releases the lease at once; a held name is a failure.
+func TryAcquireRelease(l *dlock.Locker, opts ...dlock.Option) Cycle {
+	return func(ctx context.Context, name string) error {
+		ls, err := l.TryAcquire(ctx, name, opts...)
+		if err != nil {
+			return err
+		}
+		return ls.Release(context.WithoutCancel(ctx))
+	}
+}
+
 // Acquire is a Lock on name that worker i takes with lockers[i] and opts.
 func Acquire(lockers []*dlock.Locker, name string, opts ...dlock.Option) Lock {
 	return func(ctx context.Context, worker int) (func(context.Context) error, error) {
@@ -47,16 +64,3 @@ func Acquire(lockers []*dlock.Locker, name string, opts ...dlock.Option) Lock {
 		return ls.Release, nil
 	}
 }
-
-// pct is the p-th percentile of d (0 when d is empty).
-func pct(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-// ms is d in milliseconds.
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,185 @@
+package baseline_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock/internal/baseline"
+	"github.com/dlockdev/dlock/internal/testserver"
+	"go.uber.org/goleak"
+
+	_ "github.com/dlockdev/dlock/filelock"
+)
+
+func TestMain(m *testing.M) {
+	// go-redis and pgx pools close their background goroutines shortly
+	// after Close; the etcd client's gRPC resolver likewise.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+}
+
+// tiny is each side's measured time per workload in these tests: enough
+// for counts, not for rates.
+const tiny = 200 * time.Millisecond
+
+var both = []baseline.Workload{baseline.Workloads[1], baseline.Workloads[3]}
+
+// compare opens url and runs the uncontended-16 and contended-16 rows.
+func compare(t *testing.T, url string) []baseline.Comparison {
+	t.Helper()
+	ctx := context.Background()
+	tg, err := baseline.Open(ctx, url, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tg.Close)
+	cs, err := baseline.Compare(ctx, tg, baseline.Config{Duration: tiny, Workloads: both, Prefix: "t/" + t.Name() + "/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 {
+		t.Fatalf("%d comparisons, want 2", len(cs))
+	}
+	for _, c := range cs {
+		for side, m := range map[string]baseline.Measure{"dlock": c.Dlock, "baseline": c.Baseline} {
+			if m.Ops == 0 || m.Errors != 0 || m.Violations != 0 || m.PerSec <= 0 || m.P99Ms < m.P50Ms || m.ClientUsec == nil || *m.ClientUsec <= 0 {
+				t.Errorf("%s %s %s: implausible %+v", c.Backend, c.Workload, side, m)
+			}
+			// Fairness may be 0 in so short a run (a busy poll starves some).
+			if c.Contended && (m.Fairness < 0 || m.Fairness > 1 || m.HandoffP50Ms <= 0) {
+				t.Errorf("%s %s %s: bad fairness or no handoff: %+v", c.Backend, c.Workload, side, m)
+			}
+		}
+		if c.Ratio <= 0 {
+			t.Errorf("%s %s: ratio %v", c.Backend, c.Workload, c.Ratio)
+		}
+	}
+	return cs
+}
+
+// roundTrips is m's counted round trips per op, failing when uncounted.
+func roundTrips(t *testing.T, m baseline.Measure) float64 {
+	t.Helper()
+	if m.RoundTrips == nil {
+		t.Fatalf("round trips not counted: %+v", m)
+	}
+	return *m.RoundTrips
+}
+
+func TestCompareRedis(t *testing.T) {
+	srv := testserver.Redis(t)
+	cs := compare(t, srv.URL())
+	u := cs[0]
+	// SET NX PX, INCR, EVALSHA: exactly three commands a cycle.
+	if got := roundTrips(t, u.Baseline); got != 3 {
+		t.Errorf("redis baseline: %v round trips a cycle, want exactly 3", got)
+	}
+	if got := roundTrips(t, u.Dlock); got < 1 {
+		t.Errorf("redis dlock: %v round trips a cycle, want at least 1", got)
+	}
+	if u.Dlock.ServerUsec == nil || u.Baseline.ServerUsec == nil || *u.Baseline.ServerUsec <= 0 {
+		t.Errorf("redis server time not measured: %v %v", u.Dlock.ServerUsec, u.Baseline.ServerUsec)
+	}
+}
+
+func TestCompareRedlock(t *testing.T) {
+	var hosts []string
+	for range 3 {
+		hosts = append(hosts, testserver.Redis(t).Addr)
+	}
+	// A node timeout well above the default 50 ms: under -race on a
+	// loaded machine, 50 ms loses majorities, and this test counts round
+	// trips, not failures.
+	cs := compare(t, "redlock://"+strings.Join(hosts, ",")+"?node_timeout=2s")
+	// SET NX PX and EVALSHA on each of three nodes.
+	if got := roundTrips(t, cs[0].Baseline); got != 6 {
+		t.Errorf("redlock baseline: %v round trips a cycle, want exactly 6", got)
+	}
+	if got := roundTrips(t, cs[0].Dlock); got < 3 {
+		t.Errorf("redlock dlock: %v round trips a cycle, want at least 3", got)
+	}
+}
+
+func TestComparePostgres(t *testing.T) {
+	srv := testserver.Postgres(t)
+	db := srv.NewDatabase(t)
+	for _, mode := range []string{"advisory", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			cs := compare(t, db+"&mode="+mode)
+			if cs[0].Backend != "postgres-"+mode {
+				t.Errorf("backend %q", cs[0].Backend)
+			}
+			// try + unlock, or upsert + delete: two statements a cycle.
+			if got := roundTrips(t, cs[0].Baseline); got != 2 {
+				t.Errorf("%s baseline: %v round trips a cycle, want exactly 2", mode, got)
+			}
+			if got := roundTrips(t, cs[0].Dlock); got < 2 {
+				t.Errorf("%s dlock: %v round trips a cycle, want at least 2", mode, got)
+			}
+		})
+	}
+}
+
+func TestCompareEtcd(t *testing.T) {
+	srv := testserver.Etcd(t)
+	cs := compare(t, srv.URL())
+	// Lock's Txn and Unlock's Delete; the Session's keep-alive may add
+	// one message in the whole run.
+	if got := roundTrips(t, cs[0].Baseline); got < 2 || got > 2.05 {
+		t.Errorf("etcd baseline: %v round trips a cycle, want 2 (lock txn, unlock delete)", got)
+	}
+	if got := roundTrips(t, cs[0].Dlock); got < 2 {
+		t.Errorf("etcd dlock: %v round trips a cycle, want at least 2", got)
+	}
+	if cs[0].Dlock.ServerUsec == nil {
+		t.Log("etcd server CPU not read (no /metrics on the client port)")
+	}
+}
+
+func TestCompareFile(t *testing.T) {
+	cs := compare(t, "file://"+filepath.Join(t.TempDir(), "locks.db"))
+	if cs[0].Dlock.RoundTrips != nil || cs[0].Baseline.ServerUsec != nil {
+		t.Errorf("the embedded file has no round trips or server: %+v", cs[0])
+	}
+}
+
+func TestOpenRejects(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"mem://x", `"mem"`},
+		{"redis://127.0.0.1:1?fair=maybe", `fair="maybe"`},
+		{"postgres://u@h/db?mode=sideways", `mode="sideways"`},
+		{"etcd://h:1?nope=1", `"nope"`},
+	} {
+		_, err := baseline.Open(context.Background(), tc.url, time.Second)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v, want an error naming %s", tc.url, err, tc.want)
+		}
+	}
+}
+
+func TestOpenHidesPassword(t *testing.T) {
+	_, err := baseline.Open(context.Background(), "redis://u:s3cret@127.0.0.1:1", time.Second)
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error %v", err)
+	}
+}
+
+func TestHoldLeasesRedis(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := context.Background()
+	tg, err := baseline.Open(ctx, srv.URL(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	r, err := baseline.HoldLeases(ctx, tg, 500, 1500*time.Millisecond, 600*time.Millisecond, "hold/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v rt=%v per call=%v", r, *r.RoundTrips, *r.RoundTripsPerCall)
+	if r.Leases != 500 || r.Lost != 0 || r.Refreshes < 500 || r.RefreshCalls == 0 || r.RoundTrips == nil || *r.RoundTrips == 0 {
+		t.Errorf("report %+v", r)
+	}
+}

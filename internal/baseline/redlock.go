@@ -1,0 +1,217 @@
+package baseline
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/benchwork"
+	"github.com/dlockdev/dlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// openRedlock compares package redlock with redsync's algorithm written
+// out: SET NX PX on every node in parallel, a majority wins.
+func openRedlock(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.Option) (*Target, error) {
+	lopts, nodeTimeout, nodes, err := redlockURL(u)
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{
+		Backend:           "redlock",
+		Baseline:          fmt.Sprintf("parallel SET NX PX on %d nodes, majority wins; Lua release on all", len(nodes)),
+		BaselineContended: "busy poll of the same",
+	}
+	mk := func(rt *Counter) ([]redis.UniversalClient, error) {
+		cs := make([]redis.UniversalClient, len(nodes))
+		for i, o := range nodes {
+			c := redis.NewClient(o)
+			t.onClose(func() { _ = c.Close() })
+			if err := c.Ping(ctx).Err(); err != nil {
+				return nil, fmt.Errorf("connect to node %s: %w", o.Addr, err)
+			}
+			if rt != nil {
+				c.AddHook(redisHook{rt})
+			}
+			cs[i] = c
+		}
+		return cs, nil
+	}
+	if err := t.redlockSides(ctx, mk, lopts, opts, nodeTimeout, ttl); err != nil {
+		t.Close()
+		return nil, err
+	}
+	admin, err := mk(nil)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.ServerTime = func(ctx context.Context) (time.Duration, error) {
+		var sum time.Duration
+		for _, c := range admin {
+			d, err := commandUsec(ctx, c)
+			if err != nil {
+				return 0, err
+			}
+			sum += d
+		}
+		return sum, nil
+	}
+	t.ServerTimeKind = "INFO commandstats usec, all nodes"
+	return t, nil
+}
+
+func (t *Target) redlockSides(ctx context.Context, mk func(*Counter) ([]redis.UniversalClient, error), lopts []redlock.Option,
+	opts []dlock.Option, nodeTimeout, ttl time.Duration) error {
+	drt, brt := &Counter{}, &Counter{}
+	dcs, err := mk(drt)
+	if err != nil {
+		return err
+	}
+	t.NewLocker = func(o ...dlock.Option) (*dlock.Locker, error) {
+		return redlock.New(dcs, append(lopts, redlock.WithDefaults(append(opts, o...)...))...)
+	}
+	if t.Dlock, err = t.dlockSide(func() (*dlock.Locker, error) { return t.NewLocker() }, drt); err != nil {
+		return err
+	}
+	bcs, err := mk(brt)
+	if err != nil {
+		return err
+	}
+	rb := &redlockBaseline{nodes: make([]*redisBaseline, len(bcs)), nodeTimeout: nodeTimeout, ttl: ttl}
+	for i, c := range bcs {
+		if rb.nodes[i], err = newRedisBaseline(ctx, c, ttl); err != nil {
+			return err
+		}
+	}
+	t.Base = Side{Cycle: rb.cycle, Contend: rb.contend, RoundTrips: brt}
+	return nil
+}
+
+// redlockURL reads the node list and redlock's keys node_timeout,
+// fencing and tls; every node gets the rest of the query.
+func redlockURL(u *url.URL) ([]redlock.Option, time.Duration, []*redis.Options, error) {
+	q := u.Query()
+	nodeTimeout, scheme := redlock.DefaultNodeTimeout, "redis"
+	var lopts []redlock.Option
+	if q.Has("node_timeout") {
+		d, err := time.ParseDuration(q.Get("node_timeout"))
+		if err != nil || d <= 0 {
+			return nil, 0, nil, fmt.Errorf("%w: redlock URL query node_timeout=%q: want a positive duration", dlock.ErrInvalidArgument, q.Get("node_timeout"))
+		}
+		nodeTimeout = d
+		lopts = append(lopts, redlock.WithNodeTimeout(d))
+	}
+	for _, k := range []string{"fencing", "tls"} {
+		if !q.Has(k) {
+			continue
+		}
+		on, err := strconv.ParseBool(q.Get(k))
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("%w: redlock URL query %s=%q: want true or false", dlock.ErrInvalidArgument, k, q.Get(k))
+		}
+		if k == "fencing" {
+			lopts = append(lopts, redlock.WithFencing(on))
+		} else if on {
+			scheme = "rediss"
+		}
+	}
+	for _, k := range []string{"node_timeout", "fencing", "tls"} {
+		q.Del(k)
+	}
+	var nodes []*redis.Options
+	for h := range strings.SplitSeq(u.Host, ",") {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(h, "6379")
+		}
+		node := url.URL{Scheme: scheme, User: u.User, Host: h, Path: u.Path, RawQuery: q.Encode()}
+		o, err := redis.ParseURL(node.String())
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("%w: redlock node %s: %s", dlock.ErrInvalidArgument, h, scrubURLErr(err, u))
+		}
+		o.ContextTimeoutEnabled = true
+		nodes = append(nodes, o)
+	}
+	return lopts, nodeTimeout, nodes, nil
+}
+
+// redlockBaseline is Redlock as redsync implements it, without a fence.
+type redlockBaseline struct {
+	nodes       []*redisBaseline
+	nodeTimeout time.Duration
+	ttl         time.Duration
+}
+
+// try sets key on every node in parallel, each bounded by nodeTimeout, and
+// wins with a majority inside the lease's validity; a loss undoes the
+// nodes it took.
+func (r *redlockBaseline) try(ctx context.Context, key, tok string) (bool, error) {
+	start := time.Now()
+	var won int
+	var mu sync.Mutex
+	r.each(ctx, func(ctx context.Context, n *redisBaseline) {
+		ok, err := n.c.SetNX(ctx, key, tok, r.ttl).Result()
+		if err == nil && ok {
+			mu.Lock()
+			won++
+			mu.Unlock()
+		}
+	})
+	if won > len(r.nodes)/2 && time.Since(start) < r.ttl {
+		return true, nil
+	}
+	r.unlock(context.WithoutCancel(ctx), key, tok)
+	return false, ctx.Err()
+}
+
+// unlock runs the token-checked release on every node in parallel.
+func (r *redlockBaseline) unlock(ctx context.Context, key, tok string) {
+	r.each(ctx, func(ctx context.Context, n *redisBaseline) { _ = n.unlock(ctx, key, tok) })
+}
+
+// each runs fn on every node in parallel, each under nodeTimeout.
+func (r *redlockBaseline) each(ctx context.Context, fn func(context.Context, *redisBaseline)) {
+	var wg sync.WaitGroup
+	for _, n := range r.nodes {
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, r.nodeTimeout)
+			defer cancel()
+			fn(nctx, n)
+		})
+	}
+	wg.Wait()
+}
+
+func (r *redlockBaseline) cycle(ctx context.Context, name string) error {
+	key, tok := keyFor(name), newToken()
+	ok, err := r.try(ctx, key, tok)
+	if err != nil || !ok {
+		return fmt.Errorf("baseline: no majority for %s (%v)", key, err)
+	}
+	r.unlock(ctx, key, tok)
+	return nil
+}
+
+func (r *redlockBaseline) contend(_ context.Context, _ int, name string) (benchwork.Lock, func(), error) {
+	key := keyFor(name)
+	return func(ctx context.Context, _ int) (func(context.Context) error, error) {
+		tok := newToken()
+		for {
+			ok, err := r.try(ctx, key, tok)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				return func(ctx context.Context) error { r.unlock(ctx, key, tok); return nil }, nil
+			}
+			runtime.Gosched()
+		}
+	}, func() {}, nil
+}

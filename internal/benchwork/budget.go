@@ -1,0 +1,71 @@
+package benchwork
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Budget bounds a run: a fixed count of operations or a wall-clock
+// duration. The zero Budget allows nothing.
+type Budget struct {
+	count int
+	d     time.Duration
+}
+
+// Count is a Budget of n operations, shared by all workers (b.N in a
+// benchmark).
+func Count(n int) Budget { return Budget{count: n} }
+
+// For is a Budget of d of wall time: workers start operations until d has
+// passed, and a contended wait still under way then is canceled.
+func For(d time.Duration) Budget { return Budget{d: d} }
+
+// Timed reports whether b is a duration.
+func (b Budget) Timed() bool { return b.d > 0 }
+
+// String is "N ops" or the duration.
+func (b Budget) String() string {
+	if b.Timed() {
+		return b.d.String()
+	}
+	return fmt.Sprintf("%d ops", b.count)
+}
+
+// meter hands a run's operations out to its workers.
+type meter struct {
+	ctx  context.Context // done when the run must stop
+	left atomic.Int64    // count budgets: operations not yet started
+	end  time.Time       // timed budgets: no operation starts after it
+}
+
+// start begins a run under ctx; the returned context ends with a timed
+// budget, and cancel must be called when the run is over.
+func (b Budget) start(ctx context.Context) (*meter, context.CancelFunc) {
+	m := &meter{}
+	var cancel context.CancelFunc
+	if b.Timed() {
+		m.end = time.Now().Add(b.d)
+		m.ctx, cancel = context.WithDeadline(ctx, m.end)
+	} else {
+		m.left.Store(int64(b.count))
+		m.ctx, cancel = context.WithCancel(ctx)
+	}
+	return m, cancel
+}
+
+// next reports whether a worker may start another operation.
+func (m *meter) next() bool {
+	if m.ctx.Err() != nil {
+		return false
+	}
+	if !m.end.IsZero() {
+		return time.Now().Before(m.end)
+	}
+	return m.left.Add(-1) >= 0
+}
+
+// over reports whether the run has ended, so that an error seen now is
+// the budget's cancellation rather than a failure.
+func (m *meter) over() bool { return m.ctx.Err() != nil }

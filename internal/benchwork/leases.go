@@ -1,0 +1,206 @@
+package benchwork
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
+)
+
+// RefreshCounter is a driver that passes every call to the driver it
+// wraps and counts the refreshes the watchdog sends: calls (one per
+// RefreshBatch or Refresh) and the leases they carry. It is always a
+// BatchRefresher and BatchReleaser: when the wrapped driver is not, it
+// does what the portable layer would do without them (one call per lease,
+// concurrently), so a Locker over it behaves as one over the wrapped
+// driver. It does not pass on Notifier or Queuer: use it for holding
+// leases, not for waiting on them.
+type RefreshCounter struct {
+	drv          driver.Driver
+	calls, items atomic.Int64
+}
+
+// CountRefreshes wraps drv; build the Locker with dlock.NewLocker.
+func CountRefreshes(drv driver.Driver) *RefreshCounter { return &RefreshCounter{drv: drv} }
+
+// Counts returns the refresh calls made so far and the leases they carried.
+func (r *RefreshCounter) Counts() (calls, leases int64) { return r.calls.Load(), r.items.Load() }
+
+// TryAcquire passes on.
+func (r *RefreshCounter) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	return r.drv.TryAcquire(ctx, req)
+}
+
+// Refresh counts one call of one lease and passes on.
+func (r *RefreshCounter) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
+	r.calls.Add(1)
+	r.items.Add(1)
+	return r.drv.Refresh(ctx, name, token, ttl)
+}
+
+// RefreshBatch counts one call of len(items) leases when the wrapped
+// driver batches, else one Refresh per item.
+func (r *RefreshCounter) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
+	if br, ok := r.drv.(driver.BatchRefresher); ok {
+		r.calls.Add(1)
+		r.items.Add(int64(len(items)))
+		return br.RefreshBatch(ctx, items)
+	}
+	return each(len(items), func(i int) error { return r.Refresh(ctx, items[i].Name, items[i].Token, items[i].TTL) }), nil
+}
+
+// Release passes on.
+func (r *RefreshCounter) Release(ctx context.Context, name, token string) error {
+	return r.drv.Release(ctx, name, token)
+}
+
+// ReleaseBatch passes on, or releases one by one when the wrapped driver
+// does not batch.
+func (r *RefreshCounter) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
+	if br, ok := r.drv.(driver.BatchReleaser); ok {
+		return br.ReleaseBatch(ctx, items)
+	}
+	return each(len(items), func(i int) error { return r.drv.Release(ctx, items[i].Name, items[i].Token) }), nil
+}
+
+// Capabilities are the wrapped driver's.
+func (r *RefreshCounter) Capabilities() driver.Capabilities {
+	if d, ok := r.drv.(driver.Describer); ok {
+		return d.Capabilities()
+	}
+	return driver.Capabilities{}
+}
+
+// Close closes the wrapped driver.
+func (r *RefreshCounter) Close() error { return r.drv.Close() }
+
+// each runs fn(0..n-1) concurrently and returns the results in order.
+func each(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// Hold is the lease-holding workload: take N leases on one Locker and
+// keep them for a while, so that only the watchdog's refreshes reach the
+// backend.
+type Hold struct {
+	// Locker is built over Counter (dlock.NewLocker(Counter, ...)).
+	Locker  *dlock.Locker
+	Counter *RefreshCounter
+	// N leases named Name(Prefix, i) are taken by Workers goroutines with
+	// TryAcquire and Opts, then held For.
+	N, Workers int
+	Prefix     string
+	For        time.Duration
+	Opts       []dlock.Option
+	// Mark, if set, is called when every lease is held (held true) and
+	// when the hold ends, before any release (held false): the moments
+	// between which round trips are the refreshes' cost.
+	Mark func(held bool)
+}
+
+// Holding is the outcome of a Hold.
+type Holding struct {
+	// Leases is how many leases were held; Acquire the time taken to take
+	// them; Held how long they were held.
+	Leases  int
+	Acquire time.Duration
+	Held    time.Duration
+	// Calls and Refreshes are the refresh calls the watchdog made during
+	// the hold and the leases they carried.
+	Calls, Refreshes int64
+	// Lost counts leases lost during the hold; it must be 0.
+	Lost int
+}
+
+// Run takes the leases, holds them, counts, and releases them all.
+func (h Hold) Run(ctx context.Context) (Holding, error) {
+	if h.N < 1 || h.Workers < 1 {
+		return Holding{}, fmt.Errorf("benchwork: hold %d leases with %d workers: both must be at least 1", h.N, h.Workers)
+	}
+	t0 := time.Now()
+	leases, err := h.take(ctx)
+	defer func() { _ = dlock.ReleaseAll(context.WithoutCancel(ctx), leases) }()
+	if err != nil {
+		return Holding{}, err
+	}
+	r := Holding{Leases: len(leases), Acquire: time.Since(t0)}
+	r.Calls, r.Refreshes = h.Counter.Counts()
+	h.mark(true)
+	t1 := time.Now()
+	select {
+	case <-time.After(h.For):
+	case <-ctx.Done():
+		return Holding{}, ctx.Err()
+	}
+	r.Held = time.Since(t1)
+	h.mark(false)
+	calls, items := h.Counter.Counts()
+	r.Calls, r.Refreshes = calls-r.Calls, items-r.Refreshes
+	for _, ls := range leases {
+		if ls.Err() != nil {
+			r.Lost++
+		}
+	}
+	return r, nil
+}
+
+func (h Hold) mark(held bool) {
+	if h.Mark != nil {
+		h.Mark(held)
+	}
+}
+
+// takeAttempts bounds the attempts on one lease: a backend may fail one
+// under the load of taking thousands (a Redlock node timeout).
+const takeAttempts = 3
+
+// tryAcquire takes name, trying again after a failure other than "held".
+func (h Hold) tryAcquire(ctx context.Context, name string) (ls *dlock.Lease, err error) {
+	for range takeAttempts {
+		ls, err = h.Locker.TryAcquire(ctx, name, h.Opts...)
+		if err == nil || errors.Is(err, dlock.ErrNotAcquired) || ctx.Err() != nil {
+			return ls, err
+		}
+	}
+	return nil, err
+}
+
+// take acquires the N leases; on error the ones taken are returned too,
+// for release.
+func (h Hold) take(ctx context.Context) ([]*dlock.Lease, error) {
+	leases := make([]*dlock.Lease, h.N)
+	errs := make([]error, h.Workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range h.Workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < h.N && errs[w] == nil; i = int(next.Add(1) - 1) {
+				leases[i], errs[w] = h.tryAcquire(ctx, Name(h.Prefix, i))
+			}
+		})
+	}
+	wg.Wait()
+	held := make([]*dlock.Lease, 0, h.N)
+	for _, ls := range leases {
+		if ls != nil {
+			held = append(held, ls)
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return held, fmt.Errorf("benchwork: took %d of %d leases, then: %w", len(held), h.N, err)
+		}
+	}
+	return held, nil
+}
