@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,7 +15,7 @@ import (
 // lock on a connection pinned from the pool for the life of the lease.
 type advisory struct {
 	base
-	acquire, check, release string
+	try, block, check, release, epoch string
 
 	mu       sync.Mutex
 	sessions map[string]*session // by token
@@ -22,8 +23,8 @@ type advisory struct {
 
 func newAdvisory(b base) *advisory {
 	return &advisory{
-		base: b, acquire: b.sql(advisoryAcquire), check: b.sql(advisoryCheck),
-		release: b.sql(advisoryRelease), sessions: map[string]*session{},
+		base: b, try: b.sql(advisoryTry), block: b.sql(advisoryBlock), check: advisoryCheck,
+		release: advisoryRelease, epoch: b.sql(advisoryEpoch), sessions: map[string]*session{},
 	}
 }
 
@@ -33,51 +34,100 @@ func (d *advisory) Capabilities() driver.Capabilities {
 	return driver.Capabilities{SessionBound: true}
 }
 
-// TryAcquire takes a pool connection and makes one attempt on it; the
-// connection stays pinned to the lease when the lock is taken and goes
-// back to the pool otherwise. Any error closes it: a session whose state
-// is unknown may hold the lock, and closing it is what frees it.
+// TryAcquire takes a pool connection and makes one attempt on it: one
+// statement. The connection stays pinned to the lease when the lock is
+// taken and goes back to the pool otherwise. Any error closes it: a
+// session whose state is unknown may hold the lock, and closing it is
+// what frees it. A Grant with Acquired false is returned only when
+// pg_try_advisory_lock said false; every other outcome is an error.
 func (d *advisory) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	return d.attempt(ctx, req, false)
+}
+
+// AcquireWait (driver.Queuer) waits for the lock in the server: one try,
+// and when the lock is held, pg_advisory_lock on the same connection,
+// which the server grants to its waiters in turn as each holder unlocks.
+// The end of ctx cancels the wait and closes the connection.
+func (d *advisory) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	return d.attempt(ctx, req, true)
+}
+
+func (d *advisory) attempt(ctx context.Context, req driver.Request, wait bool) (driver.Grant, error) {
 	if s := d.session(req.Token); s != nil {
 		return driver.Grant{Acquired: true, Fence: s.fence}, nil
 	}
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
-		return driver.Grant{}, err
+		return driver.Grant{}, d.classify(err)
 	}
 	s := &session{conn: conn, key: Key(req.Name), name: req.Name}
-	g, err := d.attempt(ctx, s, req)
+	g, err := d.grant(ctx, s, req, wait)
 	switch {
 	case err != nil:
 		destroy(conn)
+		return g, d.classify(err)
 	case !g.Acquired:
 		conn.Release()
 	default:
+		s.fence = g.Fence
 		d.pin(req.Token, s)
 	}
-	return g, err
+	return g, nil
 }
 
-// attempt runs the acquire statement on s's connection and, when the lock
-// was taken, checks that the connection can be pinned.
-func (d *advisory) attempt(ctx context.Context, s *session, req driver.Request) (driver.Grant, error) {
+// grant runs the try (and, when wait is set and the lock is held, the
+// blocking statement) on s's connection, and checks that the connection
+// can be pinned.
+func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wait bool) (driver.Grant, error) {
+	if err := d.newEpoch(ctx, s.conn); err != nil {
+		return driver.Grant{}, err
+	}
 	var (
 		ok    bool
 		fence int64
-		owner string
+		owner *string
 	)
-	err := s.conn.QueryRow(ctx, d.acquire, s.key, req.Name, req.Owner).Scan(&ok, &fence, &owner, &s.pid)
+	hi, lo := keyHalves(s.key)
+	err := s.conn.QueryRow(ctx, d.try, s.key, req.Name, req.Owner, hi, lo).Scan(&ok, &fence, &owner, &s.pid)
 	if err != nil {
 		return driver.Grant{}, err
 	}
 	if !ok {
-		return driver.Grant{Holder: driver.Holder{Name: req.Name, Owner: owner, Fence: uint64(fence), TTL: -1}}, nil
+		h := driver.Holder{Name: req.Name, Fence: uint64(fence), TTL: -1}
+		if owner != nil {
+			h.Owner = *owner
+		}
+		if !wait {
+			return driver.Grant{Holder: h}, nil
+		}
+		if err := s.conn.QueryRow(ctx, d.block, s.key, req.Name, req.Owner).Scan(&fence, &s.pid); err != nil {
+			return driver.Grant{Holder: h}, err
+		}
 	}
 	if err := checkPinnable(ctx, s.conn, s.pid); err != nil {
 		return driver.Grant{}, err
 	}
-	s.fence = uint64(fence)
-	return driver.Grant{Acquired: true, Fence: s.fence}, nil
+	s.start()
+	return driver.Grant{Acquired: true, Fence: uint64(fence)}, nil
+}
+
+// epochKey marks, in a connection's CustomData, that advisoryEpoch ran on
+// it.
+const epochKey = "dlock.pglock.epoch"
+
+// newEpoch runs advisoryEpoch once per connection. After a crash every
+// connection is new, so every grant after a crash follows an advance of
+// the sequence past what the crash may have lost.
+func (d *advisory) newEpoch(ctx context.Context, conn *pgxpool.Conn) error {
+	data := conn.Conn().PgConn().CustomData()
+	if data[epochKey] != nil {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, d.epoch); err != nil {
+		return err
+	}
+	data[epochKey] = true
+	return nil
 }
 
 func (d *advisory) session(token string) *session {
@@ -100,9 +150,11 @@ func (d *advisory) unpin(token string) *session {
 	return s
 }
 
-// Refresh checks the pinned session's health: same backend, still holding
-// the key. Any failure ends the session (closing the connection frees the
-// lock on the server) and reports the lease gone.
+// Refresh checks the pinned session's health: the connection is alive
+// (a closed socket is seen at once by the session's watcher, without a
+// round trip), the backend is the same, and it still holds the key. Any
+// failure ends the session (closing the connection frees the lock on the
+// server) and reports driver.ErrSessionEnded.
 func (d *advisory) Refresh(ctx context.Context, name, token string, _ time.Duration) error {
 	s := d.session(token)
 	if s == nil {
@@ -117,14 +169,28 @@ func (d *advisory) Refresh(ctx context.Context, name, token string, _ time.Durat
 	return nil
 }
 
-// Release unlocks the key, notifies waiters, and returns the connection to
-// the pool; on any failure the connection is closed instead.
+// Release unlocks the key and returns the connection to the pool; on any
+// failure the connection is closed instead.
 func (d *advisory) Release(ctx context.Context, name, token string) error {
 	s := d.unpin(token)
 	if s == nil {
 		return driver.ErrExpired
 	}
-	return s.unlock(ctx, d.release, d.channel)
+	return s.unlock(ctx, d.release)
+}
+
+// ReleaseBatch (driver.BatchReleaser) releases many leases. Each advisory
+// lock lives on its own pinned connection and only that session can
+// unlock it, so the unlocks run concurrently, one round trip each in
+// parallel: the batch costs one round trip of wall time.
+func (d *advisory) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
+	results := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Go(func() { results[i] = d.Release(ctx, it.Name, it.Token) })
+	}
+	wg.Wait()
+	return results, nil
 }
 
 // Close ends every session still pinned (their locks go with them), stops
@@ -140,9 +206,24 @@ func (d *advisory) Close() error {
 	return d.close()
 }
 
-// Migrate creates the fence table if it does not exist.
-func (d *advisory) Migrate(ctx context.Context) error { return d.migrate(ctx, fenceDDL) }
+// Migrate creates the fence sequence and the holders table, and retires
+// an earlier version's fence table (see advisoryDDL).
+func (d *advisory) Migrate(ctx context.Context) error { return d.migrate(ctx, advisoryDDL...) }
+
+// SessionDone returns a channel closed when the session holding token's
+// lease is known to have ended (its connection closed: a server crash or
+// restart, a terminated backend), without waiting for the next Refresh;
+// nil when token holds nothing here. It is what a portable layer would
+// watch to tell the holder at once (see docs/postgres.md).
+func (d *advisory) SessionDone(token string) <-chan struct{} {
+	if s := d.session(token); s != nil {
+		return s.lostCh
+	}
+	return nil
+}
 
 func destroy(conn *pgxpool.Conn) {
 	closeConn(conn.Hijack())
 }
+
+var errSessionLost = errors.New("the pinned connection closed (server restart, crash or terminated backend)")

@@ -3,49 +3,63 @@ package pglock
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/jackc/pgx/v5"
 )
+
+// tombstoneAge is how long a released name's row is kept, remembering
+// the tokens released on it, before the sweep deletes it: an attempt the
+// server runs longer than this after its caller gave up can still grant
+// a lease nobody holds (until its TTL), as before this safeguard.
+const tombstoneAge = 10 * time.Minute
+
+// sweepEvery is how often a driver sweeps old tombstones, on a Release.
+const sweepEvery = time.Minute
 
 // leases is the lease-mode driver: one row per name in the lease table,
 // each operation one statement.
 type leases struct {
 	base
-	acquire, refresh, release, refreshBatch string
-	list, inspect, ensureRow, forceRelease  string
+	listener *listener
+	acquire, refresh, release, refreshBatch, releaseBatch string
+	list, inspect, forceRelease, sweep                   string
+
+	sweepMu   sync.Mutex
+	lastSweep time.Time
 }
 
 func newLeases(b base) *leases {
-	d := &leases{base: b}
+	d := &leases{base: b, listener: newListener(b.pool, b.channel), lastSweep: time.Now()}
 	d.acquire, d.refresh, d.release = d.sql(leaseAcquire), d.sql(leaseRefresh), d.sql(leaseRelease)
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
-	d.ensureRow, d.forceRelease = d.sql(leaseEnsureRow), d.sql(leaseForceRelease)
+	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
 	return d
 }
 
-// TryAcquire makes one attempt: one statement that grants or names the
-// holder.
+// errReleasedToken answers an attempt whose token was already released:
+// the caller gave up on it, and it must grant nothing.
+var errReleasedToken = errors.New("pglock: this attempt's token was already released (its Acquire gave up)")
+
+// TryAcquire makes one attempt: one statement that grants, or names the
+// holder under the row lock. It always returns a row, so a Grant with
+// Acquired false always describes a live holder the database saw.
 func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	var (
-		won    bool
-		fence  int64
-		owner  string
-		micros int64
+		won, dead     bool
+		fence, micros int64
+		owner         string
 	)
 	err := d.pool.QueryRow(ctx, d.acquire, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).
-		Scan(&won, &fence, &owner, &micros)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// The holder committed after this statement's snapshot: held,
-		// holder unknown.
-		return driver.Grant{Holder: driver.Holder{Name: req.Name, TTL: -1}}, nil
-	}
-	if err != nil {
-		return driver.Grant{}, err
-	}
-	if won {
+		Scan(&won, &fence, &owner, &micros, &dead)
+	switch {
+	case err != nil:
+		return driver.Grant{}, d.classify(err)
+	case won:
 		return driver.Grant{Acquired: true, Fence: uint64(fence)}, nil
+	case dead:
+		return driver.Grant{}, errReleasedToken
 	}
 	return driver.Grant{Holder: holder(req.Name, owner, fence, micros)}, nil
 }
@@ -66,7 +80,7 @@ func (d *leases) Refresh(ctx context.Context, name, token string, ttl time.Durat
 		current *string
 	)
 	if err := d.pool.QueryRow(ctx, d.refresh, name, token, ttl.Microseconds()).Scan(&ok, &current); err != nil {
-		return err
+		return d.classify(err)
 	}
 	if ok {
 		return nil
@@ -82,25 +96,53 @@ func notHeld(token string, current *string) error {
 	return driver.ErrTakenOver
 }
 
-// Release frees token's row (keeping its fence) and notifies waiters.
-// Releasing a lease that expired but was not taken over succeeds.
+// Release frees token's row and records token as released on the name,
+// so that an attempt of token still running on the server (its caller
+// gave up) grants nothing; it notifies waiters when an attempt found the
+// lock held. Releasing a lease that expired but was not taken over
+// succeeds.
 func (d *leases) Release(ctx context.Context, name, token string) error {
 	var (
 		ok      bool
 		current *string
+		n       int64
 	)
-	if err := d.pool.QueryRow(ctx, d.release, name, token, d.channel).Scan(&ok, &current); err != nil {
-		return err
+	if err := d.pool.QueryRow(ctx, d.release, name, token, d.channel).Scan(&ok, &current, &n); err != nil {
+		return d.classify(err)
 	}
+	d.maybeSweep(ctx)
 	if ok {
 		return nil
 	}
 	return notHeld(token, current)
 }
 
+// maybeSweep deletes old tombstones, at most once per sweepEvery per
+// driver; a failure is left for the next sweep.
+func (d *leases) maybeSweep(ctx context.Context) {
+	d.sweepMu.Lock()
+	due := time.Since(d.lastSweep) >= sweepEvery
+	if due {
+		d.lastSweep = time.Now()
+	}
+	d.sweepMu.Unlock()
+	if due {
+		_, _ = d.pool.Exec(ctx, d.sweep, tombstoneAge.Microseconds())
+	}
+}
+
+// Watch (driver.Notifier) subscribes to releases of name; see listener.
+func (d *leases) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	return d.listener.Watch(ctx, name)
+}
+
 // Close stops the listener, and closes the pool when it was opened from a
 // URL.
-func (d *leases) Close() error { return d.close() }
+func (d *leases) Close() error {
+	d.listener.close()
+	return d.close()
+}
 
-// Migrate creates the lease table if it does not exist.
-func (d *leases) Migrate(ctx context.Context) error { return d.migrate(ctx, leaseDDL) }
+// Migrate creates the lease table and the fence sequence, or upgrades an
+// earlier version's table (see leaseDDL).
+func (d *leases) Migrate(ctx context.Context) error { return d.migrate(ctx, leaseDDL...) }

@@ -1,59 +1,64 @@
 package pglock
 
-// Lease-mode statements. {{table}} is the quoted table name. Times are by
-// the database clock (clock_timestamp(), not the transaction's now(), so a
-// statement that waited on a row lock still grants a full TTL); durations
-// travel as microseconds.
+// Lease-mode statements. {{table}} is the quoted table name, {{seq}} the
+// fence sequence. Durations travel as microseconds; expiry is by the
+// database clock.
 
-// leaseDDL creates the lease table. A row outlives its lease (token NULL
-// when free) so the fence keeps counting up across releases.
-const leaseDDL = `
-CREATE TABLE IF NOT EXISTS {{table}} (
+// leaseDDL creates the lease table and the fence sequence, and upgrades a
+// table of an earlier version: the sequence starts above every fence in
+// the table, so no fence ever goes backwards across the upgrade.
+//
+// A row is a lease (token set) or, once released, a tombstone (token
+// NULL) that remembers the last tokens released on the name (dead), so
+// that an attempt the server runs after its caller gave up and released
+// its token grants nothing. Tombstones are swept once they are older than
+// tombstoneAge.
+var leaseDDL = []string{
+	`CREATE SEQUENCE IF NOT EXISTS {{seq}} AS bigint MINVALUE 1 NO CYCLE`,
+	`CREATE TABLE IF NOT EXISTS {{table}} (
 	name       text PRIMARY KEY,
 	token      text,
 	owner      text NOT NULL DEFAULT '',
 	fence      bigint NOT NULL,
 	expires_at timestamptz
-) WITH (fillfactor = 70)`
+) WITH (fillfactor = 70)`,
+	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS dead text[] NOT NULL DEFAULT '{}'`,
+	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS waited boolean NOT NULL DEFAULT false`,
+	seedSeq,
+}
 
-// leaseAcquire grants name to $2 if it is free, expired, or already $2's
-// (a retried attempt whose reply was lost: same fence, no bump), bumping
-// the fence otherwise; else it returns the holder.
-//
-// It is an UPDATE of the existing row, or an INSERT of a new one, rather
-// than INSERT ... ON CONFLICT DO UPDATE ... WHERE, because ON CONFLICT
-// locks the conflicting row even when its WHERE fails: every failed attempt
-// of a herd of waiters would queue on the row lock, the winner among them.
-// An UPDATE whose WHERE is false takes no lock; one that meets a row being
-// changed waits and re-checks it (READ COMMITTED), so two attempts never
-// both win. Two first-ever attempts race on the INSERT: the loser's ON
-// CONFLICT DO NOTHING returns nothing, and it sees no holder in its
-// snapshot either: no row at all, "held, holder unknown".
+// seedSeq raises the sequence to the highest fence in {{table}} when that
+// is not below it (an upgrade from per-name fences). It never lowers the
+// sequence, and is a no-op once every fence in the table came from it.
+const seedSeq = `SELECT setval({{seqname}}, x.m, true) FROM (SELECT max(fence) AS m FROM {{table}}) x
+WHERE x.m >= (SELECT last_value FROM {{seq}})`
+
+// grantable is when an attempt by token $2 may take a row l: it is free,
+// expired (by the statement's clock, which can only be early), or already
+// $2's (a retried attempt whose reply was lost), and $2 was not released.
+const grantable = `((l.token IS NULL OR l.token = $2 OR l.expires_at <= statement_timestamp()) AND NOT ($2 = ANY (l.dead)))`
+
+// leaseAcquire is one statement that grants or names the holder, whatever
+// the row's state: an INSERT of a new row, or an update of the existing
+// one under its row lock. A losing attempt marks the row waited, so that
+// the holder's release notifies (and only then). It returns whether $2
+// holds the lock now, its fence (the holder's when not), the holder's
+// owner and time left in microseconds, and whether $2 was released.
 const leaseAcquire = `
-WITH upd AS (
-	UPDATE {{table}} SET
-		token = $2,
-		owner = $3,
-		fence = CASE WHEN token = $2 THEN fence ELSE fence + 1 END,
-		expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond'
-	WHERE name = $1 AND (token IS NULL OR token = $2 OR expires_at <= clock_timestamp())
-	RETURNING fence
-), ins AS (
-	INSERT INTO {{table}} (name, token, owner, fence, expires_at)
-	SELECT $1, $2, $3, 1, clock_timestamp() + $4::bigint * interval '1 microsecond'
-	WHERE NOT EXISTS (SELECT 1 FROM {{table}} WHERE name = $1)
-	ON CONFLICT (name) DO NOTHING
-	RETURNING fence
-), won AS (
-	SELECT fence FROM upd UNION ALL SELECT fence FROM ins
-)
-SELECT true, fence, '', 0::bigint FROM won
-UNION ALL
-SELECT false, h.fence, h.owner, ` + microsLeft + `
-FROM {{table}} h WHERE h.name = $1 AND NOT EXISTS (SELECT 1 FROM won)`
+INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
+VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
+ON CONFLICT (name) DO UPDATE SET
+	token      = CASE WHEN ` + grantable + ` THEN excluded.token ELSE l.token END,
+	owner      = CASE WHEN ` + grantable + ` THEN excluded.owner ELSE l.owner END,
+	fence      = CASE WHEN l.token = $2 THEN l.fence WHEN ` + grantable + ` THEN excluded.fence ELSE l.fence END,
+	expires_at = CASE WHEN ` + grantable + ` THEN excluded.expires_at ELSE l.expires_at END,
+	waited     = NOT ` + grantable + `
+RETURNING l.token IS NOT DISTINCT FROM $2, l.fence, l.owner, ` + microsLeftL + `, $2 = ANY (l.dead)`
 
 // microsLeft is a row's remaining lease in microseconds, -1 when free.
 const microsLeft = `coalesce((extract(epoch FROM h.expires_at - clock_timestamp()) * 1e6)::bigint, -1)`
+
+const microsLeftL = `coalesce((extract(epoch FROM l.expires_at - clock_timestamp()) * 1e6)::bigint, -1)`
 
 // leaseRefresh extends $2's unexpired lease; it returns whether it did and
 // the token holding the row (before the update), to say why not.
@@ -65,16 +70,40 @@ WITH r AS (
 )
 SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM {{table}} WHERE name = $1)`
 
-// leaseRelease frees $2's row, keeping its fence, and notifies waiters on
-// channel $3 (delivered at commit, i.e. at once).
+// leaseRelease frees $2's row and records $2 among the name's released
+// tokens, whatever the row's state: when $2 does not hold the row (yet),
+// the upsert still records it, and when an attempt of $2 is running
+// (inserting or updating the row) it waits for it and then frees what it
+// granted. A stalled attempt that runs later finds $2 released and
+// grants nothing. Waiters are notified on channel $3 only when an attempt
+// found the row held (waited). It returns whether $2 held the row, and
+// the token holding it now.
 const leaseRelease = `
 WITH r AS (
-	UPDATE {{table}} SET token = NULL, owner = '', expires_at = NULL
-	WHERE name = $1 AND token = $2
-	RETURNING name
+	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
+		dead = ` + deadAppend + `
+	WHERE l.name = $1 AND l.token = $2
+	RETURNING l.waited
+), x AS (
+	INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at, dead)
+	SELECT $1, NULL, '', 0, clock_timestamp(), ARRAY[$2::text] WHERE NOT EXISTS (SELECT 1 FROM r)
+	ON CONFLICT (name) DO UPDATE SET
+		token = CASE WHEN l.token = $2 THEN NULL ELSE l.token END,
+		owner = CASE WHEN l.token = $2 THEN '' ELSE l.owner END,
+		expires_at = CASE WHEN l.token = $2 THEN clock_timestamp() ELSE l.expires_at END,
+		dead = ` + deadAppend + `
+	RETURNING l.token
+), n AS (
+	SELECT pg_notify($3, $1) FROM r WHERE r.waited
 )
-SELECT (SELECT count(*) FROM (SELECT pg_notify($3, name) FROM r) n) > 0,
-	(SELECT token FROM {{table}} WHERE name = $1)`
+SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM x), (SELECT count(*) FROM n)`
+
+// deadAppend adds $2 to a row's released tokens, keeping the last
+// keptDead (8).
+const deadAppend = `(l.dead || $2::text)[greatest(1, cardinality(l.dead) - 6):]`
+
+// leaseSweep deletes the tombstones older than $1 microseconds.
+const leaseSweep = `DELETE FROM {{table}} WHERE token IS NULL AND expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond'`
 
 // leaseRefreshBatch extends many leases in one statement; one row per
 // item, by ordinality.
@@ -87,6 +116,23 @@ WITH req AS (
 	RETURNING t.name
 )
 SELECT req.i, r.name IS NOT NULL, cur.token
+FROM req LEFT JOIN r ON r.name = req.name LEFT JOIN {{table}} cur ON cur.name = req.name`
+
+// leaseReleaseBatch frees many leases in one statement (by token; a
+// lease not held is left alone); one row per item, by ordinality, with
+// whether it was held and the current token. Waiters are notified.
+const leaseReleaseBatch = `
+WITH req AS (
+	SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q(name, token, i)
+), r AS (
+	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
+		dead = (l.dead || req.token)[greatest(1, cardinality(l.dead) - 6):]
+	FROM req WHERE l.name = req.name AND l.token = req.token
+	RETURNING l.name, l.waited
+), n AS (
+	SELECT pg_notify($3, r.name) FROM r WHERE r.waited
+)
+SELECT req.i, r.name IS NOT NULL, cur.token, (SELECT count(*) FROM n)
 FROM req LEFT JOIN r ON r.name = req.name LEFT JOIN {{table}} cur ON cur.name = req.name`
 
 // leaseList returns the live holders whose names start with $1.
@@ -102,15 +148,19 @@ SELECT h.name, h.owner, h.fence, ` + microsLeft + `
 FROM {{table}} h
 WHERE h.name = $1 AND h.token IS NOT NULL AND h.expires_at > clock_timestamp()`
 
-// leaseEnsureRow makes sure name has a row, so force-release can bump it.
-const leaseEnsureRow = `
-INSERT INTO {{table}} (name, token, owner, fence, expires_at)
-VALUES ($1, NULL, '', 0, NULL) ON CONFLICT (name) DO NOTHING`
-
-// leaseForceRelease frees name whoever holds it and bumps its fence,
-// returning the evicted holder (read under the row lock) and the new fence.
+// leaseForceRelease frees name whoever holds it and gives it a new fence
+// from the sequence, returning the evicted holder (read under the row
+// lock) and the new fence. A free name gets a tombstone row carrying the
+// new fence.
 const leaseForceRelease = `
-UPDATE {{table}} t SET token = NULL, owner = '', expires_at = NULL, fence = t.fence + 1
-FROM (SELECT name, token, owner, fence, expires_at FROM {{table}} WHERE name = $1 FOR UPDATE) h
-WHERE t.name = h.name
-RETURNING coalesce(h.token IS NOT NULL AND h.expires_at > clock_timestamp(), false), h.owner, h.fence, ` + microsLeft + `, t.fence`
+WITH h AS (
+	SELECT name, token, owner, fence, expires_at FROM {{table}} WHERE name = $1 FOR UPDATE
+), f AS (SELECT nextval({{seqname}}) AS fence), u AS (
+	INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
+	SELECT $1, NULL, '', f.fence, clock_timestamp() FROM f
+	ON CONFLICT (name) DO UPDATE SET token = NULL, owner = '', expires_at = clock_timestamp(), fence = excluded.fence,
+		dead = CASE WHEN l.token IS NULL THEN l.dead ELSE (l.dead || l.token)[greatest(1, cardinality(l.dead) - 6):] END
+)
+SELECT coalesce((SELECT h.token IS NOT NULL AND h.expires_at > clock_timestamp() FROM h), false),
+	coalesce((SELECT owner FROM h), ''), coalesce((SELECT fence FROM h), 0),
+	coalesce((SELECT ` + microsLeft + ` FROM h), -1), (SELECT fence FROM f)`

@@ -122,11 +122,20 @@ func (l *listener) loop(ctx context.Context, conn *pgx.Conn, done chan struct{})
 	}
 }
 
+// dispatch wakes one waiter on name, not the herd: the release that
+// notified freed the lock for one taker. The waiter woken either takes
+// it, or finds it taken again and, by its losing attempt, makes the next
+// release notify again. A waiter still holding an unconsumed wake-up is
+// passed over.
 func (l *listener) dispatch(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for ch := range l.watches[name] {
-		wake(ch)
+		select {
+		case ch <- struct{}{}:
+			return
+		default:
+		}
 	}
 }
 

@@ -45,7 +45,7 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 		pool.Close()
 		return nil, err
 	}
-	drv, err := cfg.newDriver(pool, true)
+	drv, err := cfg.newDriver(pool, true, redact(rawURL))
 	if err != nil {
 		pool.Close()
 		return nil, err
