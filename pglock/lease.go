@@ -22,9 +22,9 @@ const sweepEvery = time.Minute
 // each operation one statement.
 type leases struct {
 	base
-	listener *listener
+	listener                                              *listener
 	acquire, refresh, release, refreshBatch, releaseBatch string
-	list, inspect, forceRelease, sweep                   string
+	list, inspect, forceRelease, sweep                    string
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
