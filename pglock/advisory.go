@@ -15,7 +15,7 @@ import (
 // lock on a connection pinned from the pool for the life of the lease.
 type advisory struct {
 	base
-	try, block, check, release, epoch string
+	try, block, check, release, epoch, publish string
 
 	mu       sync.Mutex
 	sessions map[string]*session // by token
@@ -24,7 +24,8 @@ type advisory struct {
 func newAdvisory(b base) *advisory {
 	return &advisory{
 		base: b, try: b.sql(advisoryTry), block: b.sql(advisoryBlock), check: advisoryCheck,
-		release: advisoryRelease, epoch: b.sql(advisoryEpoch), sessions: map[string]*session{},
+		release: advisoryRelease, epoch: b.sql(advisoryEpoch), publish: b.sql(advisoryPublish),
+		sessions: map[string]*session{},
 	}
 }
 
@@ -69,7 +70,6 @@ func (d *advisory) attempt(ctx context.Context, req driver.Request, wait bool) (
 	case !g.Acquired:
 		conn.Release()
 	default:
-		s.fence = g.Fence
 		d.pin(req.Token, s)
 	}
 	return g, nil
@@ -83,32 +83,85 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 		return driver.Grant{}, err
 	}
 	var (
-		ok    bool
-		fence int64
-		owner *string
+		fence  *int64
+		holder heldBy
 	)
-	hi, lo := keyHalves(s.key)
-	err := s.conn.QueryRow(ctx, d.try, s.key, req.Name, req.Owner, hi, lo).Scan(&ok, &fence, &owner, &s.pid)
+	err := s.conn.QueryRow(ctx, d.try, s.key).Scan(&fence, &s.pid, &holder.pid, &holder.owner, &holder.fence)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	if !ok {
-		h := driver.Holder{Name: req.Name, Fence: uint64(fence), TTL: -1}
-		if owner != nil {
-			h.Owner = *owner
-		}
+	if fence == nil {
+		h := holder.describe(req.Name)
 		if !wait {
 			return driver.Grant{Holder: h}, nil
 		}
-		if err := s.conn.QueryRow(ctx, d.block, s.key, req.Name, req.Owner).Scan(&fence, &s.pid); err != nil {
-			return driver.Grant{Holder: h}, err
+		fence = new(int64)
+		later := d.describeLater(ctx, req.Name, holder)
+		err := s.conn.QueryRow(ctx, d.block, s.key).Scan(fence, &s.pid)
+		if err != nil {
+			return driver.Grant{Holder: later(h)}, err
 		}
+		later(h)
 	}
 	if err := checkPinnable(ctx, s.conn, s.pid); err != nil {
 		return driver.Grant{}, err
 	}
+	s.fence, s.owner, s.publish = uint64(*fence), req.Owner, d.publish
 	s.start()
-	return driver.Grant{Acquired: true, Fence: uint64(fence)}, nil
+	return driver.Grant{Acquired: true, Fence: s.fence}, nil
+}
+
+// describeLater looks the holder up again once it must have published
+// its holders row, when the try found none and the wait lasts that long,
+// so that a wait that runs out names the holder. The returned function
+// stops the look-up (waiting for it if it runs) and returns the better
+// description, or h.
+func (d *advisory) describeLater(ctx context.Context, name string, first heldBy) func(h driver.Holder) driver.Holder {
+	if first.owner != nil {
+		return func(h driver.Holder) driver.Holder { return h }
+	}
+	var better *driver.Holder
+	done := make(chan struct{})
+	t := time.AfterFunc(2*watchDelay, func() {
+		defer close(done)
+		var h heldBy
+		err := d.pool.QueryRow(ctx, d.sql(advisoryHolderOf), Key(name)).Scan(&h.pid, &h.owner, &h.fence)
+		if err == nil && h.owner != nil {
+			b := h.describe(name)
+			better = &b
+		}
+	})
+	return func(h driver.Holder) driver.Holder {
+		if !t.Stop() {
+			<-done
+		}
+		if better != nil {
+			return *better
+		}
+		return h
+	}
+}
+
+// heldBy is what the try statement says about a holder: its backend pid
+// (NULL when it unlocked between the try and the lookup), and its holders
+// row (NULL when it has none).
+type heldBy struct {
+	pid   *uint32
+	owner *string
+	fence *int64
+}
+
+// describe turns a positive "held" into a Holder. A holder without a
+// holders row is described by its backend pid.
+func (h heldBy) describe(name string) driver.Holder {
+	d := driver.Holder{Name: name, TTL: -1}
+	switch {
+	case h.owner != nil && h.fence != nil:
+		d.Owner, d.Fence = *h.owner, uint64(*h.fence)
+	case h.pid != nil:
+		d.Owner = fmt.Sprintf("postgres backend %d", *h.pid)
+	}
+	return d
 }
 
 // epochKey marks, in a connection's CustomData, that advisoryEpoch ran on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/jackc/pgx/v5"
@@ -34,28 +35,30 @@ func (d *advisory) Inspect(ctx context.Context, name string) (driver.Holder, boo
 }
 
 // holder finds the backend holding name's key and what the holders table
-// says about it (Owner empty, Fence 0 when it says nothing: a lock taken
-// by another program, or a grant not yet committed).
+// says about it. A dlock holder publishes its row watchDelay after its
+// grant, so a holder without one is asked again until then; after that,
+// it is described by its backend pid (a lock taken by another program).
 func (d *advisory) holder(ctx context.Context, name string) (uint32, driver.Holder, bool, error) {
 	key := Key(name)
-	hi, lo := keyHalves(key)
-	var (
-		pid   uint32
-		owner *string
-		fence *int64
-	)
-	err := d.pool.QueryRow(ctx, d.sql(advisoryHolderOf), hi, lo, key).Scan(&pid, &owner, &fence)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, driver.Holder{}, false, nil
+	deadline := time.Now().Add(2*watchDelay + 100*time.Millisecond)
+	for {
+		var h heldBy
+		err := d.pool.QueryRow(ctx, d.sql(advisoryHolderOf), key).Scan(&h.pid, &h.owner, &h.fence)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, driver.Holder{}, false, nil
+		}
+		if err != nil {
+			return 0, driver.Holder{}, false, d.classify(err)
+		}
+		if h.owner != nil || time.Now().After(deadline) {
+			return *h.pid, h.describe(name), true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, driver.Holder{}, false, ctx.Err()
+		case <-time.After(watchDelay / 5):
+		}
 	}
-	if err != nil {
-		return 0, driver.Holder{}, false, d.classify(err)
-	}
-	h := driver.Holder{Name: name, TTL: -1}
-	if owner != nil && fence != nil {
-		h.Owner, h.Fence = *owner, uint64(*fence)
-	}
-	return pid, h, true, nil
 }
 
 // ForceRelease draws a new fence first (so the evicted holder's fenced

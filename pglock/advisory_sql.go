@@ -34,46 +34,40 @@ END $$`,
 }
 
 // advisoryTry tries the session lock on key $1 and, only if it was taken,
-// draws the fence from the sequence and records this backend as the
-// holder, in one statement. When the lock is held, it returns the
-// holder's owner and fence (owner NULL when no dlock grant describes the
-// holding backend: another program's lock, or a grant not yet committed).
-// The holder lookup runs only when the lock was not taken: the
-// uncontended path is one try, one nextval, one unlogged upsert.
+// draws the fence from the sequence: one statement, whose uncontended
+// cost is one try and one nextval (a sequence writes WAL once per 32
+// values, and a grant commits nothing). When the lock is held it returns
+// the backend holding it, with that backend's holders row (owner NULL when
+// it has none: another program's lock, or a dlock grant younger than
+// watchDelay, which publishes its row only when it lives that long). The
+// lookup is a one-time filter: pg_locks is not read on a grant.
 const advisoryTry = `
-WITH t AS (SELECT pg_try_advisory_lock($1) AS ok),
-g AS (SELECT nextval({{seqname}}) AS fence FROM t WHERE t.ok),
-p AS (
-	INSERT INTO {{holders}} AS h (pid, key, name, owner, fence)
-	SELECT pg_backend_pid(), $1, $2, $3, g.fence FROM g
-	ON CONFLICT (pid) DO UPDATE SET key = excluded.key, name = excluded.name, owner = excluded.owner, fence = excluded.fence
-)
-SELECT t.ok, coalesce((SELECT fence FROM g), x.fence, 0), x.owner, pg_backend_pid()
-FROM t LEFT JOIN LATERAL (` + advisoryHolder + `) x ON true`
+SELECT t.fence, pg_backend_pid(), x.pid, x.owner, x.fence
+FROM (SELECT CASE WHEN pg_try_advisory_lock($1) THEN nextval({{seqname}}) END AS fence) t
+LEFT JOIN LATERAL (` + advisoryHolder + ` AND t.fence IS NULL
+	LIMIT 1) x ON true`
 
-// advisoryHolder finds the dlock holder of key $1 (split into $4 high and
-// $5 low 32 bits, as pg_locks shows a bigint key), only when t.ok is
-// false (a one-time filter: pg_locks is not read on a grant).
+// advisoryHolder finds the backend holding key $1 and its holders row.
 const advisoryHolder = `
-	SELECT h.owner, h.fence FROM pg_locks l JOIN {{holders}} h ON h.pid = l.pid AND h.key = $1
+	SELECT l.pid, h.owner, h.fence FROM pg_locks l LEFT JOIN {{holders}} h ON h.pid = l.pid AND h.key = $1
 	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
 		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		AND l.classid = $4::bigint::oid AND l.objid = $5::bigint::oid AND NOT t.ok
-	LIMIT 1`
+		AND l.classid = ((($1::bigint) >> 32) & 4294967295)::oid AND l.objid = ($1::bigint & 4294967295)::oid`
 
 // advisoryBlock waits in the server for the session lock on key $1, then
-// draws the fence and records the holder, in one statement. The server
-// queues the waiters; the caller's context bounds the wait (its end
-// cancels the statement and closes the connection).
-const advisoryBlock = `
-WITH t AS (SELECT pg_advisory_lock($1)),
-g AS (SELECT nextval({{seqname}}) AS fence FROM t),
-p AS (
-	INSERT INTO {{holders}} AS h (pid, key, name, owner, fence)
-	SELECT pg_backend_pid(), $1, $2, $3, g.fence FROM g
-	ON CONFLICT (pid) DO UPDATE SET key = excluded.key, name = excluded.name, owner = excluded.owner, fence = excluded.fence
-)
-SELECT g.fence, pg_backend_pid() FROM g`
+// draws the fence. The server queues the waiters and hands the lock to
+// the next as each holder unlocks; the caller's context bounds the wait
+// (its end cancels the statement and closes the connection).
+const advisoryBlock = `SELECT nextval({{seqname}}), pg_backend_pid() FROM (SELECT pg_advisory_lock($1)) l`
+
+// advisoryPublish records this backend's grant in the holders table, for
+// Inspect, List, ForceRelease and the holder named to a loser. It runs
+// off the grant's path, once a lease has lived watchDelay: the table is
+// unlogged, so it costs no WAL flush, but a write and a round trip a
+// grant need not pay.
+const advisoryPublish = `
+INSERT INTO {{holders}} AS h (pid, key, name, owner, fence) VALUES (pg_backend_pid(), $1, $2, $3, $4)
+ON CONFLICT (pid) DO UPDATE SET key = excluded.key, name = excluded.name, owner = excluded.owner, fence = excluded.fence`
 
 // advisoryCheck is the health check of a pinned session: its backend pid
 // and whether that backend holds advisory key $1 ($1 = high 32 bits,
@@ -112,14 +106,10 @@ WHERE l.database = (SELECT oid FROM pg_database WHERE datname = current_database
 	AND starts_with(h.name, $1)
 ORDER BY h.name`
 
-// advisoryHolderOf finds the backend holding key ($1 high, $2 low half),
-// and what the holders table says about it (owner NULL when nothing).
-const advisoryHolderOf = `
-SELECT l.pid, h.owner, h.fence FROM pg_locks l LEFT JOIN {{holders}} h ON h.pid = l.pid AND h.key = $3
-WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-	AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-	AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid
-LIMIT 1`
+// advisoryHolderOf finds the backend holding key $1, and what the
+// holders table says about it (owner NULL when nothing).
+const advisoryHolderOf = advisoryHolder + `
+	LIMIT 1`
 
 // advisoryBump draws a fence for a force-release: above the evicted
 // holder's, and below the next grant's.

@@ -26,6 +26,11 @@ func TestRetriedAttempt(t *testing.T) {
 			if err != nil || !g2.Acquired || g2.Fence != g1.Fence {
 				t.Fatalf("retried attempt = %+v, %v; want granted with fence %d", g2, err, g1.Fence)
 			}
+			if cfg.Mode == pglock.Advisory {
+				// A holder publishes its owner and fence once it has
+				// held the lock a little while (pglock's watchDelay).
+				time.Sleep(200 * time.Millisecond)
+			}
 			other := req
 			other.Token, other.Owner = "t2", "other"
 			g3, err := drv.TryAcquire(ctx(t), other)

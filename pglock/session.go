@@ -17,7 +17,7 @@ import (
 // pays for a watcher (a goroutine, and a stop before the unlock); one held
 // longer learns of its connection's loss within watchDelay of the grant,
 // and at once afterwards.
-const watchDelay = 2 * time.Millisecond
+const watchDelay = 50 * time.Millisecond
 
 // session is one held advisory lock: the pinned connection whose backend
 // holds the key.
@@ -26,9 +26,13 @@ type session struct {
 	conn  *pgxpool.Conn
 	key   int64
 	name  string
+	owner string
 	fence uint64
 	pid   uint32 // the backend that took the lock
 	ended bool
+
+	publish   string // the statement recording the grant in the holders table
+	published bool
 
 	// The watcher: while the session is idle, a goroutine waits on the
 	// connection (WaitForNotification, which returns on any read error),
@@ -62,11 +66,29 @@ func (s *session) arm(delay time.Duration) {
 	s.timer = time.AfterFunc(delay, func() { s.watch(ctx, done) })
 }
 
-// watch reads the idle connection until stopped or until it fails. The
-// server sends nothing to an idle session that LISTENs to nothing, except
-// when it ends it (a FATAL error, a closed socket).
+// publishTimeout bounds the watcher's publication of a grant.
+const publishTimeout = 5 * time.Second
+
+// watch first publishes the grant in the holders table (once), then reads
+// the idle connection until stopped or until it fails. The server sends
+// nothing to an idle session that LISTENs to nothing, except when it ends
+// it (a FATAL error, a closed socket). The publication is not canceled by
+// a stop (that would close the connection, and with it the lock): a stop
+// waits for it, one round trip at most.
 func (s *session) watch(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	if !s.published && ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		_, err := s.conn.Exec(pctx, s.publish, s.key, s.name, s.owner, int64(s.fence))
+		cancel()
+		if err != nil {
+			if s.conn.Conn().IsClosed() {
+				s.setLost(err)
+			}
+			return // the next Refresh tells
+		}
+		s.published = true
+	}
 	pc := s.conn.Conn().PgConn()
 	for ctx.Err() == nil {
 		err := pc.WaitForNotification(ctx)
