@@ -128,12 +128,12 @@ WITH req AS (
 	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
 		dead = (l.dead || req.token)[greatest(1, cardinality(l.dead) - 6):]
 	FROM req WHERE l.name = req.name AND l.token = req.token
-	RETURNING l.name, l.waited
+	RETURNING req.i, l.name, l.waited
 ), n AS (
 	SELECT pg_notify($3, r.name) FROM r WHERE r.waited
 )
-SELECT req.i, r.name IS NOT NULL, cur.token, (SELECT count(*) FROM n)
-FROM req LEFT JOIN r ON r.name = req.name LEFT JOIN {{table}} cur ON cur.name = req.name`
+SELECT req.i, r.i IS NOT NULL, cur.token, (SELECT count(*) FROM n)
+FROM req LEFT JOIN r ON r.i = req.i LEFT JOIN {{table}} cur ON cur.name = req.name`
 
 // leaseList returns the live holders whose names start with $1.
 const leaseList = `
