@@ -45,10 +45,11 @@ func (d *advisory) TryAcquire(ctx context.Context, req driver.Request) (driver.G
 	return d.attempt(ctx, req, false)
 }
 
-// AcquireWait (driver.Queuer) waits for the lock in the server: one try,
-// and when the lock is held, pg_advisory_lock on the same connection,
-// which the server grants to its waiters in turn as each holder unlocks.
-// The end of ctx cancels the wait and closes the connection.
+// AcquireWait (driver.Queuer) waits for the lock in the server:
+// pg_advisory_lock, which the server grants to its waiters in turn as
+// each holder unlocks, and at once when the lock is free: one statement
+// whether it waits or not. The end of ctx cancels the wait and closes the
+// connection.
 func (d *advisory) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	return d.attempt(ctx, req, true)
 }
@@ -75,9 +76,10 @@ func (d *advisory) attempt(ctx context.Context, req driver.Request, wait bool) (
 	return g, nil
 }
 
-// grant runs the try (and, when wait is set and the lock is held, the
-// blocking statement) on s's connection, and checks that the connection
-// can be pinned.
+// grant runs one statement on s's connection: the try, or, when wait is
+// set, the blocking pg_advisory_lock (which returns at once when the lock
+// is free, so an uncontended wait costs the same one round trip). It then
+// checks that the connection can be pinned.
 func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wait bool) (driver.Grant, error) {
 	if err := d.newEpoch(ctx, s.conn); err != nil {
 		return driver.Grant{}, err
@@ -86,22 +88,22 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 		fence  *int64
 		holder heldBy
 	)
-	err := s.conn.QueryRow(ctx, d.try, s.key).Scan(&fence, &s.pid, &holder.pid, &holder.owner, &holder.fence)
-	if err != nil {
-		return driver.Grant{}, err
-	}
-	if fence == nil {
-		h := holder.describe(req.Name)
-		if !wait {
-			return driver.Grant{Holder: h}, nil
-		}
+	if wait {
 		fence = new(int64)
-		later := d.describeLater(ctx, req.Name, holder)
+		later := d.describeLater(ctx, req.Name)
 		err := s.conn.QueryRow(ctx, d.block, s.key).Scan(fence, &s.pid)
+		h := later(driver.Holder{Name: req.Name, TTL: -1})
 		if err != nil {
-			return driver.Grant{Holder: later(h)}, err
+			return driver.Grant{Holder: h}, err
 		}
-		later(h)
+	} else {
+		err := s.conn.QueryRow(ctx, d.try, s.key).Scan(&fence, &s.pid, &holder.pid, &holder.owner, &holder.fence)
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		if fence == nil {
+			return driver.Grant{Holder: holder.describe(req.Name)}, nil
+		}
 	}
 	if err := checkPinnable(ctx, s.conn, s.pid); err != nil {
 		return driver.Grant{}, err
@@ -111,18 +113,16 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 	return driver.Grant{Acquired: true, Fence: s.fence}, nil
 }
 
-// describeLater looks the holder up again once it must have published
-// its holders row, when the try found none and the wait lasts that long,
-// so that a wait that runs out names the holder. The returned function
-// stops the look-up (waiting for it if it runs) and returns the better
-// description, or h.
-func (d *advisory) describeLater(ctx context.Context, name string, first heldBy) func(h driver.Holder) driver.Holder {
-	if first.owner != nil {
-		return func(h driver.Holder) driver.Holder { return h }
-	}
+// describeLater looks the holder up on another connection when a wait
+// in the server lasts describeAfter (long enough for a dlock holder to
+// have published its holders row), so that a wait that runs out names
+// the holder. A shorter wait costs nothing but a timer. The returned
+// function stops the look-up (waiting for it if it runs) and returns the
+// description found, or h.
+func (d *advisory) describeLater(ctx context.Context, name string) func(h driver.Holder) driver.Holder {
 	var better *driver.Holder
 	done := make(chan struct{})
-	t := time.AfterFunc(2*watchDelay, func() {
+	t := time.AfterFunc(describeAfter, func() {
 		defer close(done)
 		var h heldBy
 		err := d.pool.QueryRow(ctx, d.sql(advisoryHolderOf), Key(name)).Scan(&h.pid, &h.owner, &h.fence)
@@ -163,6 +163,10 @@ func (h heldBy) describe(name string) driver.Holder {
 	}
 	return d
 }
+
+// describeAfter is when a wait looks its holder up: past watchDelay, by
+// when a dlock holder has published its row.
+const describeAfter = 2 * watchDelay
 
 // epochKey marks, in a connection's CustomData, that advisoryEpoch ran on
 // it.
