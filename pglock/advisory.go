@@ -110,7 +110,9 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 	}
 	s.fence, s.owner, s.publish = uint64(*fence), req.Owner, d.publish
 	s.start()
-	return driver.Grant{Acquired: true, Fence: s.fence}, nil
+	// The lock lives as long as the session: its TTL, which only paces
+	// health checks, counts from now, however long the wait was.
+	return driver.Grant{Acquired: true, Fence: s.fence, Since: time.Now()}, nil
 }
 
 // describeLater looks the holder up on another connection when a wait

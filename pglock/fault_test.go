@@ -247,3 +247,17 @@ func TestFaultPausedServer(t *testing.T) {
 		})
 	}
 }
+
+// grantRelease takes name with a fresh token and releases it, failing t
+// unless both work.
+func grantRelease(t *testing.T, drv driver.Driver, name string) {
+	t.Helper()
+	tok := fmt.Sprintf("tok-%d", time.Now().UnixNano())
+	g, err := drv.TryAcquire(ctx(t), driver.Request{Name: name, Token: tok, Owner: "o", TTL: time.Minute})
+	if err != nil || !g.Acquired {
+		t.Fatalf("TryAcquire(%s) = %+v, %v", name, g, err)
+	}
+	if err := drv.Release(ctx(t), name, tok); err != nil {
+		t.Fatalf("Release(%s): %v", name, err)
+	}
+}

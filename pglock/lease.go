@@ -3,6 +3,7 @@ package pglock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,9 +23,9 @@ const sweepEvery = time.Minute
 // each operation one statement.
 type leases struct {
 	base
-	listener                                              *listener
-	acquire, refresh, release, refreshBatch, releaseBatch string
-	list, inspect, forceRelease, sweep                    string
+	listener                                                           *listener
+	acquire, acquireWait, refresh, release, refreshBatch, releaseBatch string
+	list, inspect, forceRelease, sweep                                 string
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -32,7 +33,8 @@ type leases struct {
 
 func newLeases(b base) *leases {
 	d := &leases{base: b, listener: newListener(b.pool, b.channel), lastSweep: time.Now()}
-	d.acquire, d.refresh, d.release = d.sql(leaseAcquire), d.sql(leaseRefresh), d.sql(leaseRelease)
+	d.acquire, d.refresh, d.release = d.sql(strings.Replace(leaseAcquire, "{{queue}}", queueTry, 1)), d.sql(leaseRefresh), d.sql(leaseRelease)
+	d.acquireWait = d.sql(strings.Replace(leaseAcquire, "{{queue}}", queueWait, 1))
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
 	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
 	return d
@@ -46,12 +48,16 @@ var errReleasedToken = errors.New("pglock: this attempt's token was already rele
 // holder under the row lock. It always returns a row, so a Grant with
 // Acquired false always describes a live holder the database saw.
 func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	return d.attempt(ctx, req, d.acquire)
+}
+
+func (d *leases) attempt(ctx context.Context, req driver.Request, stmt string) (driver.Grant, error) {
 	var (
 		won, dead     bool
 		fence, micros int64
 		owner         string
 	)
-	err := d.pool.QueryRow(ctx, d.acquire, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).
+	err := d.pool.QueryRow(ctx, stmt, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).
 		Scan(&won, &fence, &owner, &micros, &dead)
 	switch {
 	case err != nil:
@@ -131,9 +137,53 @@ func (d *leases) maybeSweep(ctx context.Context) {
 	}
 }
 
-// Watch (driver.Notifier) subscribes to releases of name; see listener.
-func (d *leases) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	return d.listener.Watch(ctx, name)
+// maxPoll bounds a waiter's sleep between attempts when no notification
+// comes (the holder expired, the listening connection is down, or the
+// waiter was left out of a full queue).
+const maxPoll = 250 * time.Millisecond
+
+// AcquireWait (driver.Queuer) waits for the lock in the row's queue: an
+// attempt that loses appends its token to the row's waiters, and each
+// release notifies the head of the queue alone, by its token, on the
+// table's channel (one waiter woken, not the herd). The waiter retries
+// when notified, when the holder's lease runs out (expiry notifies
+// nobody), or every maxPoll; it leaves the queue when it wins, or, when
+// ctx ends, by the Release the portable layer makes for the abandoned
+// attempt. Grant.Since is the sent time of the winning attempt, from
+// which its lease counts.
+func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	woken, stop, err := d.listener.Watch(ctx, req.Token)
+	if err != nil {
+		woken, stop = nil, func() {} // poll
+	}
+	defer stop()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for {
+		sent := time.Now()
+		g, err := d.attempt(ctx, req, d.acquireWait)
+		if err != nil || g.Acquired {
+			g.Since = sent
+			return g, err
+		}
+		t.Reset(pollAfter(g.Holder))
+		select {
+		case <-woken:
+		case <-t.C:
+		case <-ctx.Done():
+			return g, ctx.Err()
+		}
+	}
+}
+
+// pollAfter is how long a waiter sleeps when not notified: until the
+// holder's lease runs out, at most maxPoll.
+func pollAfter(h driver.Holder) time.Duration {
+	if h.TTL >= 0 && h.TTL+time.Millisecond < maxPoll {
+		return h.TTL + time.Millisecond
+	}
+	return maxPoll
 }
 
 // Close stops the listener, and closes the pool when it was opened from a

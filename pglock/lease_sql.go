@@ -23,7 +23,7 @@ var leaseDDL = []string{
 	expires_at timestamptz
 ) WITH (fillfactor = 70)`,
 	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS dead text[] NOT NULL DEFAULT '{}'`,
-	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS waited boolean NOT NULL DEFAULT false`,
+	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS waiters text[] NOT NULL DEFAULT '{}'`,
 	seedSeq,
 }
 
@@ -40,10 +40,11 @@ const grantable = `((l.token IS NULL OR l.token = $2 OR l.expires_at <= statemen
 
 // leaseAcquire is one statement that grants or names the holder, whatever
 // the row's state: an INSERT of a new row, or an update of the existing
-// one under its row lock. A losing attempt marks the row waited, so that
-// the holder's release notifies (and only then). It returns whether $2
-// holds the lock now, its fence (the holder's when not), the holder's
-// owner and time left in microseconds, and whether $2 was released.
+// one under its row lock. It returns whether $2 holds the lock now, its
+// fence (the holder's when not), the holder's owner and time left in
+// microseconds, and whether $2 was released. {{waiters}} is what a losing
+// attempt does to the row's queue of waiting tokens: nothing for a try,
+// append $2 for a waiter (leaseAcquireWait). A winner leaves the queue.
 const leaseAcquire = `
 INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
 VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
@@ -52,8 +53,16 @@ ON CONFLICT (name) DO UPDATE SET
 	owner      = CASE WHEN ` + grantable + ` THEN excluded.owner ELSE l.owner END,
 	fence      = CASE WHEN l.token = $2 THEN l.fence WHEN ` + grantable + ` THEN excluded.fence ELSE l.fence END,
 	expires_at = CASE WHEN ` + grantable + ` THEN excluded.expires_at ELSE l.expires_at END,
-	waited     = NOT ` + grantable + `
+	waiters    = CASE WHEN ` + grantable + ` THEN array_remove(l.waiters, $2) ELSE {{queue}} END
 RETURNING l.token IS NOT DISTINCT FROM $2, l.fence, l.owner, ` + microsLeftL + `, $2 = ANY (l.dead)`
+
+// queueTry and queueWait fill {{queue}} in leaseAcquire: a try leaves the
+// queue alone; a waiter joins its tail once, unless it holds maxWaiters
+// tokens already (a waiter left out polls).
+const (
+	queueTry  = `l.waiters`
+	queueWait = `CASE WHEN $2 = ANY (l.waiters) OR cardinality(l.waiters) >= 64 THEN l.waiters ELSE l.waiters || $2::text END`
+)
 
 // microsLeft is a row's remaining lease in microseconds, -1 when free.
 const microsLeft = `coalesce((extract(epoch FROM h.expires_at - clock_timestamp()) * 1e6)::bigint, -1)`
@@ -75,15 +84,18 @@ SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM {{table}} WHERE name = $1)`
 // the upsert still records it, and when an attempt of $2 is running
 // (inserting or updating the row) it waits for it and then frees what it
 // granted. A stalled attempt that runs later finds $2 released and
-// grants nothing. Waiters are notified on channel $3 only when an attempt
-// found the row held (waited). It returns whether $2 held the row, and
-// the token holding it now.
+// grants nothing. When waiters queue, the head of the queue is notified
+// on channel $3 (the payload is its token: one waiter is woken, not the
+// herd) and moved to the tail, so that a waiter that died without leaving
+// the queue costs one wasted wake-up, not a stuck queue; a waiter leaves
+// the queue when it wins. It returns whether $2 held the row, and the
+// token holding it now.
 const leaseRelease = `
 WITH r AS (
 	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
-		dead = ` + deadAppend + `
+		dead = ` + deadAppend + `, waiters = ` + rotate + `
 	WHERE l.name = $1 AND l.token = $2
-	RETURNING l.waited
+	RETURNING l.waiters[cardinality(l.waiters)] AS next
 ), x AS (
 	INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at, dead)
 	SELECT $1, NULL, '', 0, clock_timestamp(), ARRAY[$2::text] WHERE NOT EXISTS (SELECT 1 FROM r)
@@ -91,12 +103,16 @@ WITH r AS (
 		token = CASE WHEN l.token = $2 THEN NULL ELSE l.token END,
 		owner = CASE WHEN l.token = $2 THEN '' ELSE l.owner END,
 		expires_at = CASE WHEN l.token = $2 THEN clock_timestamp() ELSE l.expires_at END,
-		dead = ` + deadAppend + `
+		dead = ` + deadAppend + `,
+		waiters = array_remove(l.waiters, $2)
 	RETURNING l.token
 ), n AS (
-	SELECT pg_notify($3, $1) FROM r WHERE r.waited
+	SELECT pg_notify($3, r.next) FROM r WHERE r.next IS NOT NULL
 )
 SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM x), (SELECT count(*) FROM n)`
+
+// rotate moves the head of a row's waiters queue to its tail.
+const rotate = `CASE WHEN cardinality(l.waiters) > 1 THEN l.waiters[2:] || l.waiters[1] ELSE l.waiters END`
 
 // deadAppend adds $2 to a row's released tokens, keeping the last
 // keptDead (8).
@@ -126,11 +142,11 @@ WITH req AS (
 	SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q(name, token, i)
 ), r AS (
 	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
-		dead = (l.dead || req.token)[greatest(1, cardinality(l.dead) - 6):]
+		dead = (l.dead || req.token)[greatest(1, cardinality(l.dead) - 6):], waiters = ` + rotate + `
 	FROM req WHERE l.name = req.name AND l.token = req.token
-	RETURNING req.i, l.name, l.waited
+	RETURNING req.i, l.waiters[cardinality(l.waiters)] AS next
 ), n AS (
-	SELECT pg_notify($3, r.name) FROM r WHERE r.waited
+	SELECT pg_notify($3, r.next) FROM r WHERE r.next IS NOT NULL
 )
 SELECT req.i, r.i IS NOT NULL, cur.token, (SELECT count(*) FROM n)
 FROM req LEFT JOIN r ON r.i = req.i LEFT JOIN {{table}} cur ON cur.name = req.name`
