@@ -3,11 +3,11 @@ package pglock
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/jackc/pgx/v5"
 )
 
 // tombstoneAge is how long a released name's row is kept, remembering
@@ -23,9 +23,10 @@ const sweepEvery = time.Minute
 // each operation one statement.
 type leases struct {
 	base
-	listener                                                           *listener
-	acquire, acquireWait, refresh, release, refreshBatch, releaseBatch string
-	list, inspect, forceRelease, sweep                                 string
+	listener                                            *listener
+	acquire, holder, queue, refresh, release, tombstone string
+	refreshBatch, releaseBatch, list, inspect           string
+	forceRelease, sweep                                 string
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -33,8 +34,8 @@ type leases struct {
 
 func newLeases(b base) *leases {
 	d := &leases{base: b, listener: newListener(b.pool, b.channel), lastSweep: time.Now()}
-	d.acquire, d.refresh, d.release = d.sql(strings.Replace(leaseAcquire, "{{queue}}", queueTry, 1)), d.sql(leaseRefresh), d.sql(leaseRelease)
-	d.acquireWait = d.sql(strings.Replace(leaseAcquire, "{{queue}}", queueWait, 1))
+	d.acquire, d.holder, d.queue = d.sql(leaseAcquire), d.sql(leaseHolder), d.sql(leaseQueue)
+	d.refresh, d.release, d.tombstone = d.sql(leaseRefresh), d.sql(leaseRelease), d.sql(leaseTombstone)
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
 	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
 	return d
@@ -44,30 +45,83 @@ func newLeases(b base) *leases {
 // the caller gave up on it, and it must grant nothing.
 var errReleasedToken = errors.New("pglock: this attempt's token was already released (its Acquire gave up)")
 
-// TryAcquire makes one attempt: one statement that grants, or names the
-// holder under the row lock. It always returns a row, so a Grant with
-// Acquired false always describes a live holder the database saw.
+// errUnsettled reports a lock that kept changing hands between an
+// attempt and the look-up of its holder: neither granted nor held.
+var errUnsettled = errors.New("pglock: the lock changed hands repeatedly during the attempt; try again")
+
+// maxRounds bounds the attempts of one TryAcquire when the lock is freed
+// between an attempt and the look-up of its holder.
+const maxRounds = 3
+
+// TryAcquire makes one attempt: the grant statement, and only when it
+// loses, a look-up of the holder. A Grant with Acquired false is returned
+// only when the look-up found another live lease on the name; a lock
+// freed in between is attempted again.
 func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	return d.attempt(ctx, req, d.acquire)
+	for range maxRounds {
+		g, won, err := d.grant(ctx, req)
+		if err != nil || won {
+			return g, err
+		}
+		h, held, err := d.holderOf(ctx, req)
+		if err != nil || held {
+			return driver.Grant{Holder: h}, err
+		}
+	}
+	return driver.Grant{}, errUnsettled
 }
 
-func (d *leases) attempt(ctx context.Context, req driver.Request, stmt string) (driver.Grant, error) {
-	var (
-		won, dead     bool
-		fence, micros int64
-		owner         string
-	)
-	err := d.pool.QueryRow(ctx, stmt, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).
-		Scan(&won, &fence, &owner, &micros, &dead)
+// grant runs the grant statement; won is false when it did not grant.
+func (d *leases) grant(ctx context.Context, req driver.Request) (driver.Grant, bool, error) {
+	var fence int64
+	err := d.pool.QueryRow(ctx, d.acquire, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).Scan(&fence)
 	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return driver.Grant{}, false, nil
 	case err != nil:
-		return driver.Grant{}, d.classify(err)
-	case won:
-		return driver.Grant{Acquired: true, Fence: uint64(fence)}, nil
-	case dead:
-		return driver.Grant{}, errReleasedToken
+		return driver.Grant{}, false, d.classify(err)
 	}
-	return driver.Grant{Holder: holder(req.Name, owner, fence, micros)}, nil
+	return driver.Grant{Acquired: true, Fence: uint64(fence)}, true, nil
+}
+
+// holderOf reads the row after a losing attempt: held is true when
+// another live lease holds it.
+func (d *leases) holderOf(ctx context.Context, req driver.Request) (driver.Holder, bool, error) {
+	var (
+		token         *string
+		owner         string
+		fence, micros int64
+		dead          bool
+	)
+	err := d.pool.QueryRow(ctx, d.holder, req.Name, req.Token).Scan(&token, &owner, &fence, &micros, &dead)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return driver.Holder{}, false, nil
+	case err != nil:
+		return driver.Holder{}, false, d.classify(err)
+	case dead:
+		return driver.Holder{}, false, errReleasedToken
+	case token == nil || *token == req.Token || micros <= 0:
+		return driver.Holder{}, false, nil // free, expired, or ours: attempt again
+	}
+	return holder(req.Name, owner, fence, micros), true, nil
+}
+
+// join puts req's token in the row's queue when another live lease holds
+// it, and returns that holder; queued is false when the lock is free.
+func (d *leases) join(ctx context.Context, req driver.Request) (driver.Holder, bool, error) {
+	var (
+		owner         string
+		fence, micros int64
+	)
+	err := d.pool.QueryRow(ctx, d.queue, req.Name, req.Token).Scan(&owner, &fence, &micros)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return driver.Holder{}, false, nil
+	case err != nil:
+		return driver.Holder{}, false, d.classify(err)
+	}
+	return holder(req.Name, owner, fence, micros), true, nil
 }
 
 func holder(name, owner string, fence, micros int64) driver.Holder {
@@ -102,23 +156,26 @@ func notHeld(token string, current *string) error {
 	return driver.ErrTakenOver
 }
 
-// Release frees token's row and records token as released on the name,
-// so that an attempt of token still running on the server (its caller
-// gave up) grants nothing; it notifies waiters when an attempt found the
-// lock held. Releasing a lease that expired but was not taken over
+// Release frees token's row, records token as released on the name,
+// and notifies the head of the queue of waiters. When token does not hold
+// the row, a second statement records it as released anyway (creating
+// the row if need be, and freeing what a still-running attempt of token
+// grants), so that an attempt the server runs after its caller gave up
+// grants nothing. Releasing a lease that expired but was not taken over
 // succeeds.
 func (d *leases) Release(ctx context.Context, name, token string) error {
-	var (
-		ok      bool
-		current *string
-		n       int64
-	)
-	if err := d.pool.QueryRow(ctx, d.release, name, token, d.channel).Scan(&ok, &current, &n); err != nil {
+	var next, notified *string
+	err := d.pool.QueryRow(ctx, d.release, name, token, d.channel).Scan(&next, &notified)
+	if err == nil {
+		d.maybeSweep(ctx)
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
 		return d.classify(err)
 	}
-	d.maybeSweep(ctx)
-	if ok {
-		return nil
+	var current *string
+	if err := d.pool.QueryRow(ctx, d.tombstone, name, token).Scan(&current); err != nil {
+		return d.classify(err)
 	}
 	return notHeld(token, current)
 }
@@ -142,45 +199,61 @@ func (d *leases) maybeSweep(ctx context.Context) {
 // waiter was left out of a full queue).
 const maxPoll = 250 * time.Millisecond
 
-// AcquireWait (driver.Queuer) waits for the lock in the row's queue: an
-// attempt that loses appends its token to the row's waiters, and each
-// release notifies the head of the queue alone, by its token, on the
-// table's channel (one waiter woken, not the herd). The waiter retries
-// when notified, when the holder's lease runs out (expiry notifies
-// nobody), or every maxPoll; it leaves the queue when it wins, or, when
-// ctx ends, by the Release the portable layer makes for the abandoned
-// attempt. Grant.Since is the sent time of the winning attempt, from
-// which its lease counts.
+// AcquireWait (driver.Queuer) waits for the lock in the row's queue: a
+// losing attempt appends its token to the row's waiters, and each release
+// notifies the head of the queue alone, by its token, on the table's
+// channel (one waiter woken, not the herd). The waiter retries when
+// notified, when the holder's lease runs out (expiry notifies nobody), or
+// every maxPoll; it leaves the queue when it wins, or, when ctx ends, by
+// the Release the portable layer makes for the abandoned attempt.
+// Grant.Since is the sent time of the winning attempt, from which its
+// lease counts.
 func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	woken, stop, err := d.listener.Watch(ctx, req.Token)
 	if err != nil {
 		woken, stop = nil, func() {} // poll
 	}
 	defer stop()
-	t := time.NewTimer(0)
+	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	<-t.C
+	var last driver.Holder
 	for {
 		sent := time.Now()
-		g, err := d.attempt(ctx, req, d.acquireWait)
-		if err != nil || g.Acquired {
+		g, won, err := d.grant(ctx, req)
+		if err != nil || won {
 			g.Since = sent
 			return g, err
 		}
-		t.Reset(pollAfter(g.Holder))
+		h, queued, err := d.join(ctx, req)
+		if err != nil {
+			return driver.Grant{Holder: last}, err
+		}
+		if !queued { // free again, expired, or released: ask why
+			if h, _, err = d.holderOf(ctx, req); err != nil {
+				return driver.Grant{Holder: last}, err
+			}
+		}
+		if h.Name != "" {
+			last = h
+		}
+		t.Reset(pollAfter(h, queued))
 		select {
 		case <-woken:
 		case <-t.C:
 		case <-ctx.Done():
-			return g, ctx.Err()
+			return driver.Grant{Holder: last}, ctx.Err()
 		}
 	}
 }
 
 // pollAfter is how long a waiter sleeps when not notified: until the
-// holder's lease runs out, at most maxPoll.
-func pollAfter(h driver.Holder) time.Duration {
-	if h.TTL >= 0 && h.TTL+time.Millisecond < maxPoll {
+// holder's lease runs out, at most maxPoll; not at all when it did not
+// queue because the lock was free.
+func pollAfter(h driver.Holder, queued bool) time.Duration {
+	switch {
+	case !queued && h.Name == "":
+		return 0
+	case h.TTL >= 0 && h.TTL+time.Millisecond < maxPoll:
 		return h.TTL + time.Millisecond
 	}
 	return maxPoll

@@ -36,38 +36,43 @@ WHERE x.m >= (SELECT last_value FROM {{seq}})`
 // grantable is when an attempt by token $2 may take a row l: it is free,
 // expired (by the statement's clock, which can only be early), or already
 // $2's (a retried attempt whose reply was lost), and $2 was not released.
-const grantable = `((l.token IS NULL OR l.token = $2 OR l.expires_at <= statement_timestamp()) AND NOT ($2 = ANY (l.dead)))`
+const grantable = `(l.token IS NULL OR l.token = $2 OR l.expires_at <= statement_timestamp()) AND NOT ($2 = ANY (l.dead))`
 
-// leaseAcquire is one statement that grants or names the holder, whatever
-// the row's state: an INSERT of a new row, or an update of the existing
-// one under its row lock. It returns whether $2 holds the lock now, its
-// fence (the holder's when not), the holder's owner and time left in
-// microseconds, and whether $2 was released. {{waiters}} is what a losing
-// attempt does to the row's queue of waiting tokens: nothing for a try,
-// append $2 for a waiter (leaseAcquireWait). A winner leaves the queue.
+// leaseAcquire grants name to $2 when grantable: an INSERT of a new row or
+// an update of the existing one, the fence drawn from the sequence (kept
+// for a retried attempt), $2 leaving the row's queue of waiters. It
+// returns the fence, or no row when the lock was not granted: then
+// leaseHolder or leaseQueue says why, in a statement of its own (a new
+// snapshot, which sees the row that made this one lose). The uncontended
+// path is this one statement, as a hand-written upsert lease is.
 const leaseAcquire = `
 INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
 VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
-ON CONFLICT (name) DO UPDATE SET
-	token      = CASE WHEN ` + grantable + ` THEN excluded.token ELSE l.token END,
-	owner      = CASE WHEN ` + grantable + ` THEN excluded.owner ELSE l.owner END,
-	fence      = CASE WHEN l.token = $2 THEN l.fence WHEN ` + grantable + ` THEN excluded.fence ELSE l.fence END,
-	expires_at = CASE WHEN ` + grantable + ` THEN excluded.expires_at ELSE l.expires_at END,
-	waiters    = CASE WHEN ` + grantable + ` THEN array_remove(l.waiters, $2) ELSE {{queue}} END
-RETURNING l.token IS NOT DISTINCT FROM $2, l.fence, l.owner, ` + microsLeftL + `, $2 = ANY (l.dead)`
+ON CONFLICT (name) DO UPDATE SET token = excluded.token, owner = excluded.owner,
+	fence = CASE WHEN l.token = $2 THEN l.fence ELSE excluded.fence END,
+	expires_at = excluded.expires_at, waiters = array_remove(l.waiters, $2)
+WHERE ` + grantable + `
+RETURNING l.fence`
 
-// queueTry and queueWait fill {{queue}} in leaseAcquire: a try leaves the
-// queue alone; a waiter joins its tail once, unless it holds maxWaiters
-// tokens already (a waiter left out polls).
-const (
-	queueTry  = `l.waiters`
-	queueWait = `CASE WHEN $2 = ANY (l.waiters) OR cardinality(l.waiters) >= 64 THEN l.waiters ELSE l.waiters || $2::text END`
-)
+// leaseHolder describes the row after a losing attempt: its token (NULL
+// when free), owner, fence, time left, and whether $2 was released.
+const leaseHolder = `
+SELECT h.token, h.owner, h.fence, ` + microsLeft + `, $2 = ANY (h.dead)
+FROM {{table}} h WHERE h.name = $1`
+
+// leaseQueue puts $2 at the tail of the row's queue of waiters (once; a
+// queue of 64 tokens takes no more, and a waiter left out polls) if the
+// row is held by another live lease, and returns the holder. No row means
+// the lock is free (or $2 was released): attempt again.
+const leaseQueue = `
+UPDATE {{table}} h SET waiters = CASE WHEN $2 = ANY (h.waiters) OR cardinality(h.waiters) >= 64
+		THEN h.waiters ELSE h.waiters || $2::text END
+WHERE h.name = $1 AND h.token IS NOT NULL AND h.token <> $2 AND h.expires_at > clock_timestamp()
+	AND NOT ($2 = ANY (h.dead))
+RETURNING h.owner, h.fence, ` + microsLeft
 
 // microsLeft is a row's remaining lease in microseconds, -1 when free.
 const microsLeft = `coalesce((extract(epoch FROM h.expires_at - clock_timestamp()) * 1e6)::bigint, -1)`
-
-const microsLeftL = `coalesce((extract(epoch FROM l.expires_at - clock_timestamp()) * 1e6)::bigint, -1)`
 
 // leaseRefresh extends $2's unexpired lease; it returns whether it did and
 // the token holding the row (before the update), to say why not.
@@ -80,36 +85,37 @@ WITH r AS (
 SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM {{table}} WHERE name = $1)`
 
 // leaseRelease frees $2's row and records $2 among the name's released
-// tokens, whatever the row's state: when $2 does not hold the row (yet),
-// the upsert still records it, and when an attempt of $2 is running
-// (inserting or updating the row) it waits for it and then frees what it
-// granted. A stalled attempt that runs later finds $2 released and
-// grants nothing. When waiters queue, the head of the queue is notified
-// on channel $3 (the payload is its token: one waiter is woken, not the
+// tokens. When waiters queue, the head of the queue is notified on
+// channel $3 (the payload is its token: one waiter is woken, not the
 // herd) and moved to the tail, so that a waiter that died without leaving
 // the queue costs one wasted wake-up, not a stuck queue; a waiter leaves
-// the queue when it wins. It returns whether $2 held the row, and the
-// token holding it now.
+// the queue when it wins. It returns a row when $2 held the lock (the
+// notified token or NULL), none otherwise: then leaseTombstone runs.
 const leaseRelease = `
 WITH r AS (
 	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
 		dead = ` + deadAppend + `, waiters = ` + rotate + `
 	WHERE l.name = $1 AND l.token = $2
 	RETURNING l.waiters[cardinality(l.waiters)] AS next
-), x AS (
-	INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at, dead)
-	SELECT $1, NULL, '', 0, clock_timestamp(), ARRAY[$2::text] WHERE NOT EXISTS (SELECT 1 FROM r)
-	ON CONFLICT (name) DO UPDATE SET
-		token = CASE WHEN l.token = $2 THEN NULL ELSE l.token END,
-		owner = CASE WHEN l.token = $2 THEN '' ELSE l.owner END,
-		expires_at = CASE WHEN l.token = $2 THEN clock_timestamp() ELSE l.expires_at END,
-		dead = ` + deadAppend + `,
-		waiters = array_remove(l.waiters, $2)
-	RETURNING l.token
-), n AS (
-	SELECT pg_notify($3, r.next) FROM r WHERE r.next IS NOT NULL
 )
-SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM x), (SELECT count(*) FROM n)`
+SELECT r.next, CASE WHEN r.next IS NOT NULL THEN pg_notify($3, r.next)::text END FROM r`
+
+// leaseTombstone records $2 as released on a name it does not hold,
+// whatever the row's state: it creates the row when there is none, and
+// when an attempt of $2 is running (inserting or updating the row) it
+// waits for it and then frees what it granted. A stalled attempt that
+// runs later finds $2 released and grants nothing. It returns the token
+// holding the row now.
+const leaseTombstone = `
+INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at, dead)
+VALUES ($1, NULL, '', 0, clock_timestamp(), ARRAY[$2::text])
+ON CONFLICT (name) DO UPDATE SET
+	token = CASE WHEN l.token = $2 THEN NULL ELSE l.token END,
+	owner = CASE WHEN l.token = $2 THEN '' ELSE l.owner END,
+	expires_at = CASE WHEN l.token = $2 THEN clock_timestamp() ELSE l.expires_at END,
+	dead = ` + deadAppend + `,
+	waiters = array_remove(l.waiters, $2)
+RETURNING l.token`
 
 // rotate moves the head of a row's waiters queue to its tail.
 const rotate = `CASE WHEN cardinality(l.waiters) > 1 THEN l.waiters[2:] || l.waiters[1] ELSE l.waiters END`
