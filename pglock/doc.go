@@ -16,8 +16,9 @@
 //
 // # Lease mode
 //
-// One row per name (name, token, owner, fence, expires_at, and the queue
-// of waiting tokens). One statement grants the lock if the name is free
+// One row per name (name, token, owner, fence, expires_at, the queue of
+// waiting tokens, the waiter the lock is reserved for, the last released
+// tokens). One statement grants the lock if the name is free
 // or its lease has expired by the database clock, or else returns the
 // holder under the row lock: a loser always learns who holds the lock.
 // Refresh and release are one token-checked statement each. Waiters
@@ -26,9 +27,13 @@
 // table (each Locker LISTENs on one dedicated connection, taken out of
 // the pool on the first wait, so the server sees one connection more than
 // pool_max_conns); the woken waiter retries, and a release notifies only
-// when someone queues. Waiters also retry when the holder's lease runs
-// out, and every 250 ms should a notification be lost (the listening
-// connection is re-opened on the next wait).
+// when someone queues. The released lock is reserved for the notified
+// waiter for 50 ms: another waiter arriving then queues behind instead
+// of taking it (TryAcquire is not held back), so waiters are served in
+// order; a reserved waiter that does not come (it died in the queue)
+// loses its turn after 50 ms. Waiters also retry when the holder's lease
+// runs out, and every 250 ms should a notification be lost (the
+// listening connection is re-opened on the next wait).
 //
 // A released name's row stays as a tombstone that remembers the last
 // eight tokens released on it, so that an attempt the server runs after

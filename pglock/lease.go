@@ -3,6 +3,7 @@ package pglock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,10 +24,11 @@ const sweepEvery = time.Minute
 // each operation one statement.
 type leases struct {
 	base
-	listener                                            *listener
-	acquire, holder, queue, refresh, release, tombstone string
-	refreshBatch, releaseBatch, list, inspect           string
-	forceRelease, sweep                                 string
+	listener                                  *listener
+	acquire, acquireInTurn, holder, queue     string
+	refresh, release, tombstone               string
+	refreshBatch, releaseBatch, list, inspect string
+	forceRelease, sweep                       string
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -34,7 +36,8 @@ type leases struct {
 
 func newLeases(b base) *leases {
 	d := &leases{base: b, listener: newListener(b.pool, b.channel), lastSweep: time.Now()}
-	d.acquire, d.holder, d.queue = d.sql(leaseAcquire), d.sql(leaseHolder), d.sql(leaseQueue)
+	d.acquire, d.acquireInTurn = d.sql(strings.Replace(leaseAcquire, "{{inturn}}", "", 1)), d.sql(strings.Replace(leaseAcquire, "{{inturn}}", inTurn, 1))
+	d.holder, d.queue = d.sql(leaseHolder), d.sql(leaseQueue)
 	d.refresh, d.release, d.tombstone = d.sql(leaseRefresh), d.sql(leaseRelease), d.sql(leaseTombstone)
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
 	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
@@ -59,7 +62,7 @@ const maxRounds = 3
 // freed in between is attempted again.
 func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	for range maxRounds {
-		g, won, err := d.grant(ctx, req)
+		g, won, err := d.grant(ctx, req, d.acquire)
 		if err != nil || won {
 			return g, err
 		}
@@ -72,9 +75,9 @@ func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Gra
 }
 
 // grant runs the grant statement; won is false when it did not grant.
-func (d *leases) grant(ctx context.Context, req driver.Request) (driver.Grant, bool, error) {
+func (d *leases) grant(ctx context.Context, req driver.Request, stmt string) (driver.Grant, bool, error) {
 	var fence int64
-	err := d.pool.QueryRow(ctx, d.acquire, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).Scan(&fence)
+	err := d.pool.QueryRow(ctx, stmt, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).Scan(&fence)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return driver.Grant{}, false, nil
@@ -219,7 +222,7 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 	var last driver.Holder
 	for {
 		sent := time.Now()
-		g, won, err := d.grant(ctx, req)
+		g, won, err := d.grant(ctx, req, d.acquireInTurn)
 		if err != nil || won {
 			g.Since = sent
 			return g, err

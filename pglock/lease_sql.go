@@ -24,6 +24,7 @@ var leaseDDL = []string{
 ) WITH (fillfactor = 70)`,
 	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS dead text[] NOT NULL DEFAULT '{}'`,
 	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS waiters text[] NOT NULL DEFAULT '{}'`,
+	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS reserved text`,
 	seedSeq,
 }
 
@@ -50,9 +51,16 @@ INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
 VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
 ON CONFLICT (name) DO UPDATE SET token = excluded.token, owner = excluded.owner,
 	fence = CASE WHEN l.token = $2 THEN l.fence ELSE excluded.fence END,
-	expires_at = excluded.expires_at, waiters = array_remove(l.waiters, $2)
-WHERE ` + grantable + `
+	expires_at = excluded.expires_at, waiters = array_remove(l.waiters, $2), reserved = NULL
+WHERE ` + grantable + `{{inturn}}
 RETURNING l.fence`
+
+// inTurn is added to a waiter's grant: a lock just released to a queued
+// waiter (reserved, notified) goes to that waiter, unless it has not come
+// for it within 50 ms (it died without leaving the queue). A try is not
+// held back by it: it never waits.
+const inTurn = ` AND (l.reserved IS NULL OR l.reserved = $2 OR l.token IS NOT NULL
+	OR l.expires_at < statement_timestamp() - interval '50 milliseconds')`
 
 // leaseHolder describes the row after a losing attempt: its token (NULL
 // when free), owner, fence, time left, and whether $2 was released.
@@ -62,13 +70,15 @@ FROM {{table}} h WHERE h.name = $1`
 
 // leaseQueue puts $2 at the tail of the row's queue of waiters (once; a
 // queue of 64 tokens takes no more, and a waiter left out polls) if the
-// row is held by another live lease, and returns the holder. No row means
-// the lock is free (or $2 was released): attempt again.
+// row is held by another live lease or was just released to another
+// waiter, and returns the holder (none for a lock in hand-over). No row
+// means the lock is free (or $2 was released): attempt again.
 const leaseQueue = `
 UPDATE {{table}} h SET waiters = CASE WHEN $2 = ANY (h.waiters) OR cardinality(h.waiters) >= 64
 		THEN h.waiters ELSE h.waiters || $2::text END
-WHERE h.name = $1 AND h.token IS NOT NULL AND h.token <> $2 AND h.expires_at > clock_timestamp()
-	AND NOT ($2 = ANY (h.dead))
+WHERE h.name = $1 AND NOT ($2 = ANY (h.dead)) AND (
+	(h.token IS NOT NULL AND h.token <> $2 AND h.expires_at > clock_timestamp())
+	OR (h.token IS NULL AND h.reserved <> $2 AND h.expires_at >= clock_timestamp() - interval '50 milliseconds'))
 RETURNING h.owner, h.fence, ` + microsLeft
 
 // microsLeft is a row's remaining lease in microseconds, -1 when free.
@@ -94,7 +104,8 @@ SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM {{table}} WHERE name = $1)`
 const leaseRelease = `
 WITH r AS (
 	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
-		dead = ` + deadAppend + `, waiters = ` + rotate + `
+		dead = ` + deadAppend + `, waiters = ` + rotate + `,
+		reserved = CASE WHEN cardinality(l.waiters) > 0 THEN l.waiters[1] END
 	WHERE l.name = $1 AND l.token = $2
 	RETURNING l.waiters[cardinality(l.waiters)] AS next
 )
