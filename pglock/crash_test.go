@@ -170,6 +170,66 @@ func TestAdvisoryLossToldAtOnce(t *testing.T) {
 	}
 }
 
+// TestLeaseAbandonedRace reproduces the race that left leases nobody
+// holds: an attempt stalled in the server (here behind another
+// transaction's uncommitted insert of the same name) whose caller gives
+// up, and whose cancel request cannot reach it (the postmaster, which
+// relays cancel requests, is frozen). The portable layer releases the
+// abandoned token at once, before the stalled grant can commit; the
+// grant must then grant nothing. 10 trials of 10.
+func TestLeaseAbandonedRace(t *testing.T) {
+	srv := testserver.NewPostgres(t)
+	admin := newPool(t, srv.URL())
+	migrate(t, admin, pglock.Config{})
+	pool := newPool(t, srv.URL()+"&pool_max_conns=8")
+	warm(t, pool, 8)
+	l, err := pglock.Config{}.Locker(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	orphans := 0
+	for trial := range 10 {
+		name := fmt.Sprintf("race/%d", trial)
+		// Each trial's abandoned connection is closed: keep idle ones, so
+		// that the release needs no dial while the postmaster is frozen
+		// (a release that cannot reach the server cannot undo anything).
+		warm(t, pool, 8)
+		tx, err := admin.Begin(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx(t), `INSERT INTO dlock_leases (name, token, owner, fence, expires_at)
+			VALUES ($1, 'blocker', 'blocker', 0, clock_timestamp() + interval '1 hour')`, name); err != nil {
+			t.Fatal(err)
+		}
+		srv.PausePostmaster()
+		time.AfterFunc(600*time.Millisecond, func() { _ = tx.Rollback(context.Background()) })
+		c, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_, err = l.TryAcquire(c, name, dlock.WithTTL(time.Minute))
+		cancel()
+		time.Sleep(900 * time.Millisecond) // the rollback, then the stalled grant
+		srv.ResumePostmaster()
+		if err == nil {
+			t.Fatalf("trial %d: TryAcquire behind an uncommitted insert succeeded", trial)
+		}
+		var n int
+		if err := admin.QueryRow(ctx(t), `SELECT count(*) FROM dlock_leases WHERE name = $1 AND token IS NOT NULL AND expires_at > clock_timestamp()`, name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			orphans++
+			var tok, owner string
+			var dead []string
+			_ = admin.QueryRow(ctx(t), `SELECT token, owner, dead FROM dlock_leases WHERE name = $1`, name).Scan(&tok, &owner, &dead)
+			t.Logf("trial %d: orphan token %s owner %s dead %v; TryAcquire said %v", trial, tok, owner, dead, err)
+		}
+	}
+	if orphans > 0 {
+		t.Errorf("%d of 10 abandoned attempts left a live lease nobody holds", orphans)
+	}
+}
+
 // TestLeaseAbandonedAttempt: an attempt the server runs after its caller
 // gave up (server frozen, deadline passed, server resumed) grants nothing
 // in the end, whatever the order in which the stalled grant and the

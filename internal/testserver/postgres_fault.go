@@ -123,3 +123,17 @@ func (s *PostgresServer) Restart(t testing.TB) {
 		t.Fatalf("testserver: restart postgres: %v", err)
 	}
 }
+
+// PausePostmaster freezes the postmaster alone (SIGSTOP): running backends
+// go on, but nothing new starts, and cancel requests, which the
+// postmaster relays, wait. ResumePostmaster undoes it.
+func (s *PostgresServer) PausePostmaster() { s.signalPostmaster(syscall.SIGSTOP) }
+
+// ResumePostmaster continues a postmaster frozen by PausePostmaster.
+func (s *PostgresServer) ResumePostmaster() { s.signalPostmaster(syscall.SIGCONT) }
+
+func (s *PostgresServer) signalPostmaster(sig syscall.Signal) {
+	if cmd, _ := s.process(); cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(cmd.Process.Pid, sig)
+	}
+}
