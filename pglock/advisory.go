@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,7 +15,7 @@ import (
 // lock on a connection pinned from the pool for the life of the lease.
 type advisory struct {
 	base
-	acquire, check, release string
+	try, block, check, release, epoch, publish string
 
 	mu       sync.Mutex
 	sessions map[string]*session // by token
@@ -22,8 +23,9 @@ type advisory struct {
 
 func newAdvisory(b base) *advisory {
 	return &advisory{
-		base: b, acquire: b.sql(advisoryAcquire), check: b.sql(advisoryCheck),
-		release: b.sql(advisoryRelease), sessions: map[string]*session{},
+		base: b, try: b.sql(advisoryTry), block: b.sql(advisoryBlock), check: advisoryCheck,
+		release: advisoryRelease, epoch: b.sql(advisoryEpoch), publish: b.sql(advisoryPublish),
+		sessions: map[string]*session{},
 	}
 }
 
@@ -33,51 +35,158 @@ func (d *advisory) Capabilities() driver.Capabilities {
 	return driver.Capabilities{SessionBound: true}
 }
 
-// TryAcquire takes a pool connection and makes one attempt on it; the
-// connection stays pinned to the lease when the lock is taken and goes
-// back to the pool otherwise. Any error closes it: a session whose state
-// is unknown may hold the lock, and closing it is what frees it.
+// TryAcquire takes a pool connection and makes one attempt on it: one
+// statement. The connection stays pinned to the lease when the lock is
+// taken and goes back to the pool otherwise. Any error closes it: a
+// session whose state is unknown may hold the lock, and closing it is
+// what frees it. A Grant with Acquired false is returned only when
+// pg_try_advisory_lock said false; every other outcome is an error.
 func (d *advisory) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	return d.attempt(ctx, req, false)
+}
+
+// AcquireWait (driver.Queuer) waits for the lock in the server:
+// pg_advisory_lock, which the server grants to its waiters in turn as
+// each holder unlocks, and at once when the lock is free: one statement
+// whether it waits or not. The end of ctx cancels the wait and closes the
+// connection.
+func (d *advisory) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	return d.attempt(ctx, req, true)
+}
+
+func (d *advisory) attempt(ctx context.Context, req driver.Request, wait bool) (driver.Grant, error) {
 	if s := d.session(req.Token); s != nil {
 		return driver.Grant{Acquired: true, Fence: s.fence}, nil
 	}
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
-		return driver.Grant{}, err
+		return driver.Grant{}, d.classify(err)
 	}
 	s := &session{conn: conn, key: Key(req.Name), name: req.Name}
-	g, err := d.attempt(ctx, s, req)
+	g, err := d.grant(ctx, s, req, wait)
 	switch {
 	case err != nil:
 		destroy(conn)
+		return g, d.classify(err)
 	case !g.Acquired:
 		conn.Release()
 	default:
 		d.pin(req.Token, s)
 	}
-	return g, err
+	return g, nil
 }
 
-// attempt runs the acquire statement on s's connection and, when the lock
-// was taken, checks that the connection can be pinned.
-func (d *advisory) attempt(ctx context.Context, s *session, req driver.Request) (driver.Grant, error) {
-	var (
-		ok    bool
-		fence int64
-		owner string
-	)
-	err := s.conn.QueryRow(ctx, d.acquire, s.key, req.Name, req.Owner).Scan(&ok, &fence, &owner, &s.pid)
-	if err != nil {
+// grant runs one statement on s's connection: the try, or, when wait is
+// set, the blocking pg_advisory_lock (which returns at once when the lock
+// is free, so an uncontended wait costs the same one round trip). It then
+// checks that the connection can be pinned.
+func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wait bool) (driver.Grant, error) {
+	if err := d.newEpoch(ctx, s.conn); err != nil {
 		return driver.Grant{}, err
 	}
-	if !ok {
-		return driver.Grant{Holder: driver.Holder{Name: req.Name, Owner: owner, Fence: uint64(fence), TTL: -1}}, nil
+	var (
+		fence  *int64
+		holder heldBy
+	)
+	if wait {
+		fence = new(int64)
+		later := d.describeLater(ctx, req.Name)
+		err := s.conn.QueryRow(ctx, d.block, s.key).Scan(fence, &s.pid)
+		h := later(driver.Holder{Name: req.Name, TTL: -1})
+		if err != nil {
+			return driver.Grant{Holder: h}, err
+		}
+	} else {
+		err := s.conn.QueryRow(ctx, d.try, s.key).Scan(&fence, &s.pid, &holder.pid, &holder.owner, &holder.fence)
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		if fence == nil {
+			return driver.Grant{Holder: holder.describe(req.Name)}, nil
+		}
 	}
 	if err := checkPinnable(ctx, s.conn, s.pid); err != nil {
 		return driver.Grant{}, err
 	}
-	s.fence = uint64(fence)
-	return driver.Grant{Acquired: true, Fence: s.fence}, nil
+	s.fence, s.owner, s.publish = uint64(*fence), req.Owner, d.publish
+	s.start()
+	// The lock lives as long as the session: its TTL, which only paces
+	// health checks, counts from now, however long the wait was.
+	return driver.Grant{Acquired: true, Fence: s.fence, Since: time.Now()}, nil
+}
+
+// describeLater looks the holder up on another connection when a wait
+// in the server lasts describeAfter (long enough for a dlock holder to
+// have published its holders row), so that a wait that runs out names
+// the holder. A shorter wait costs nothing but a timer. The returned
+// function stops the look-up (waiting for it if it runs) and returns the
+// description found, or h.
+func (d *advisory) describeLater(ctx context.Context, name string) func(h driver.Holder) driver.Holder {
+	var better *driver.Holder
+	done := make(chan struct{})
+	t := time.AfterFunc(describeAfter, func() {
+		defer close(done)
+		var h heldBy
+		err := d.pool.QueryRow(ctx, d.sql(advisoryHolderOf), Key(name)).Scan(&h.pid, &h.owner, &h.fence)
+		if err == nil && h.owner != nil {
+			b := h.describe(name)
+			better = &b
+		}
+	})
+	return func(h driver.Holder) driver.Holder {
+		if !t.Stop() {
+			<-done
+		}
+		if better != nil {
+			return *better
+		}
+		return h
+	}
+}
+
+// heldBy is what the try statement says about a holder: its backend pid
+// (NULL when it unlocked between the try and the lookup), and its holders
+// row (NULL when it has none).
+type heldBy struct {
+	pid   *uint32
+	owner *string
+	fence *int64
+}
+
+// describe turns a positive "held" into a Holder. A holder without a
+// holders row is described by its backend pid.
+func (h heldBy) describe(name string) driver.Holder {
+	d := driver.Holder{Name: name, TTL: -1}
+	switch {
+	case h.owner != nil && h.fence != nil:
+		d.Owner, d.Fence = *h.owner, uint64(*h.fence)
+	case h.pid != nil:
+		d.Owner = fmt.Sprintf("postgres backend %d", *h.pid)
+	}
+	return d
+}
+
+// describeAfter is when a wait looks its holder up: past watchDelay, by
+// when a dlock holder has published its row.
+const describeAfter = 2 * watchDelay
+
+// epochKey marks, in a connection's CustomData, that advisoryEpoch ran on
+// it.
+const epochKey = "dlock.pglock.epoch"
+
+// newEpoch runs advisoryEpoch once per connection. After a crash every
+// connection is new, so every grant after a crash follows an advance of
+// the sequence past what the crash may have lost.
+func (d *advisory) newEpoch(ctx context.Context, conn *pgxpool.Conn) error {
+	data := conn.Conn().PgConn().CustomData()
+	if data[epochKey] != nil {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, d.epoch); err != nil {
+		return err
+	}
+	data[epochKey] = true
+	return nil
 }
 
 func (d *advisory) session(token string) *session {
@@ -100,9 +209,11 @@ func (d *advisory) unpin(token string) *session {
 	return s
 }
 
-// Refresh checks the pinned session's health: same backend, still holding
-// the key. Any failure ends the session (closing the connection frees the
-// lock on the server) and reports the lease gone.
+// Refresh checks the pinned session's health: the connection is alive
+// (a closed socket is seen at once by the session's watcher, without a
+// round trip), the backend is the same, and it still holds the key. Any
+// failure ends the session (closing the connection frees the lock on the
+// server) and reports driver.ErrSessionEnded.
 func (d *advisory) Refresh(ctx context.Context, name, token string, _ time.Duration) error {
 	s := d.session(token)
 	if s == nil {
@@ -117,14 +228,28 @@ func (d *advisory) Refresh(ctx context.Context, name, token string, _ time.Durat
 	return nil
 }
 
-// Release unlocks the key, notifies waiters, and returns the connection to
-// the pool; on any failure the connection is closed instead.
+// Release unlocks the key and returns the connection to the pool; on any
+// failure the connection is closed instead.
 func (d *advisory) Release(ctx context.Context, name, token string) error {
 	s := d.unpin(token)
 	if s == nil {
 		return driver.ErrExpired
 	}
-	return s.unlock(ctx, d.release, d.channel)
+	return s.unlock(ctx, d.release)
+}
+
+// ReleaseBatch (driver.BatchReleaser) releases many leases. Each advisory
+// lock lives on its own pinned connection and only that session can
+// unlock it, so the unlocks run concurrently, one round trip each in
+// parallel: the batch costs one round trip of wall time.
+func (d *advisory) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
+	results := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Go(func() { results[i] = d.Release(ctx, it.Name, it.Token) })
+	}
+	wg.Wait()
+	return results, nil
 }
 
 // Close ends every session still pinned (their locks go with them), stops
@@ -140,9 +265,24 @@ func (d *advisory) Close() error {
 	return d.close()
 }
 
-// Migrate creates the fence table if it does not exist.
-func (d *advisory) Migrate(ctx context.Context) error { return d.migrate(ctx, fenceDDL) }
+// Migrate creates the fence sequence and the holders table, and retires
+// an earlier version's fence table (see advisoryDDL).
+func (d *advisory) Migrate(ctx context.Context) error { return d.migrate(ctx, advisoryDDL...) }
+
+// SessionDone returns a channel closed when the session holding token's
+// lease is known to have ended (its connection closed: a server crash or
+// restart, a terminated backend), without waiting for the next Refresh;
+// nil when token holds nothing here. It is what a portable layer would
+// watch to tell the holder at once (see docs/postgres.md).
+func (d *advisory) SessionDone(token string) <-chan struct{} {
+	if s := d.session(token); s != nil {
+		return s.lostCh
+	}
+	return nil
+}
 
 func destroy(conn *pgxpool.Conn) {
 	closeConn(conn.Hijack())
 }
+
+var errSessionLost = errors.New("the pinned connection closed (server restart, crash or terminated backend)")

@@ -4,105 +4,87 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/jackc/pgx/v5"
 )
 
-// heldKeys returns the advisory keys held in this database, by key, with
-// the holding backend's pid.
-func (d *advisory) heldKeys(ctx context.Context) (map[int64]uint32, error) {
-	rows, err := d.pool.Query(ctx, advisoryHeld)
-	if err != nil {
-		return nil, err
-	}
-	held := map[int64]uint32{}
-	var hi, lo int64
-	var pid uint32
-	_, err = pgx.ForEachRow(rows, []any{&hi, &lo, &pid}, func() error {
-		held[int64(uint64(hi)<<32|uint64(lo))] = pid
-		return nil
-	})
-	return held, err
-}
-
-// List returns the held locks whose names start with prefix: the names
-// in the fence table whose advisory key is held now. A name whose key
-// collides with a held one is listed too (see Key).
+// List returns the held dlock locks whose names start with prefix: the
+// holders rows whose backend holds their key now. Advisory locks taken
+// by other programs have no name and are not listed.
 func (d *advisory) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
-	held, err := d.heldKeys(ctx)
-	if err != nil || len(held) == 0 {
-		return nil, err
-	}
-	rows, err := d.pool.Query(ctx, d.sql(advisoryFences), prefix)
+	rows, err := d.pool.Query(ctx, d.sql(advisoryHeld), prefix)
 	if err != nil {
-		return nil, err
+		return nil, d.classify(err)
 	}
 	var hs []driver.Holder
 	var h driver.Holder
 	var fence int64
 	_, err = pgx.ForEachRow(rows, []any{&h.Name, &h.Owner, &fence}, func() error {
-		if _, ok := held[Key(h.Name)]; ok {
-			hs = append(hs, driver.Holder{Name: h.Name, Owner: h.Owner, Fence: uint64(fence), TTL: -1})
-		}
+		hs = append(hs, driver.Holder{Name: h.Name, Owner: h.Owner, Fence: uint64(fence), TTL: -1})
 		return nil
 	})
-	return hs, err
+	return hs, d.classify(err)
 }
 
 // Inspect returns name's holder when its advisory key is held.
 func (d *advisory) Inspect(ctx context.Context, name string) (driver.Holder, bool, error) {
-	if _, ok, err := d.holderPID(ctx, name); err != nil || !ok {
-		return driver.Holder{}, false, err
-	}
-	h := driver.Holder{Name: name, TTL: -1}
-	var fence int64
-	err := d.pool.QueryRow(ctx, d.sql(advisoryFence), name).Scan(&h.Name, &h.Owner, &fence)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return driver.Holder{}, false, err
-	}
-	h.Fence = uint64(fence)
-	return h, true, nil
+	_, h, ok, err := d.holder(ctx, name)
+	return h, ok, err
 }
 
-func (d *advisory) holderPID(ctx context.Context, name string) (uint32, bool, error) {
-	hi, lo := keyHalves(Key(name))
-	var k1, k2 int64
-	var pid uint32
-	err := d.pool.QueryRow(ctx, advisoryHolderOf, hi, lo).Scan(&k1, &k2, &pid)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
+// holder finds the backend holding name's key and what the holders table
+// says about it. A dlock holder publishes its row watchDelay after its
+// grant, so a holder without one is asked again until then; after that,
+// it is described by its backend pid (a lock taken by another program).
+func (d *advisory) holder(ctx context.Context, name string) (uint32, driver.Holder, bool, error) {
+	key := Key(name)
+	deadline := time.Now().Add(2*watchDelay + 100*time.Millisecond)
+	for {
+		var h heldBy
+		err := d.pool.QueryRow(ctx, d.sql(advisoryHolderOf), key).Scan(&h.pid, &h.owner, &h.fence)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, driver.Holder{}, false, nil
+		}
+		if err != nil {
+			return 0, driver.Holder{}, false, d.classify(err)
+		}
+		if h.owner != nil || time.Now().After(deadline) {
+			return *h.pid, h.describe(name), true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, driver.Holder{}, false, ctx.Err()
+		case <-time.After(watchDelay / 5):
+		}
 	}
-	return pid, err == nil, err
 }
 
-// ForceRelease bumps name's fence first (so the evicted holder's fenced
+// ForceRelease draws a new fence first (so the evicted holder's fenced
 // writes fail, and the next grant's fence exceeds the one returned), then
-// terminates the backend holding its advisory key and waits for it to
+// terminates the backend holding name's advisory key and waits for it to
 // exit. It needs the right to signal that backend: the same role, or
 // membership in pg_signal_backend. A non-dlock session holding the same
 // key is terminated too.
 func (d *advisory) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
-	var (
-		owner           string
-		fence, newFence int64
-	)
-	if _, err := d.pool.Exec(ctx, d.sql(advisoryEnsureRow), name); err != nil {
+	pid, h, held, err := d.holder(ctx, name)
+	if err != nil {
 		return driver.Holder{}, false, 0, err
 	}
-	if err := d.pool.QueryRow(ctx, d.sql(advisoryBump), name).Scan(&owner, &fence, &newFence); err != nil {
-		return driver.Holder{}, false, 0, err
+	var fence int64
+	if err := d.pool.QueryRow(ctx, d.sql(advisoryBump)).Scan(&fence); err != nil {
+		return driver.Holder{}, false, 0, d.classify(err)
 	}
-	pid, held, err := d.holderPID(ctx, name)
-	if err != nil || !held {
-		return driver.Holder{}, false, uint64(newFence), err
+	if !held {
+		return driver.Holder{}, false, uint64(fence), nil
 	}
 	var ok bool
 	if err := d.pool.QueryRow(ctx, advisoryTerminate, int64(pid)).Scan(&ok); err != nil {
-		return driver.Holder{}, false, 0, err
+		return driver.Holder{}, false, 0, d.classify(err)
 	}
 	if !ok {
 		return driver.Holder{}, false, 0, fmt.Errorf("pglock: backend %d holding %q did not exit within 10 s", pid, name)
 	}
-	return driver.Holder{Name: name, Owner: owner, Fence: uint64(fence), TTL: -1}, true, uint64(newFence), nil
+	return h, true, uint64(fence), nil
 }

@@ -1,31 +1,73 @@
 package pglock
 
-// Advisory-mode statements. {{table}} is the quoted fence table.
+// Advisory-mode statements. {{table}} is the configured table name (the
+// pre-0.x fence table, dropped by Migrate), {{seq}} the fence sequence,
+// {{holders}} the unlogged table of holders.
 
-// fenceDDL creates the fence counter table: one row per name ever granted,
-// with the fence of its latest grant and that grant's owner.
-const fenceDDL = `
-CREATE TABLE IF NOT EXISTS {{table}} (
-	name  text PRIMARY KEY,
-	owner text NOT NULL DEFAULT '',
+// advisoryDDL creates the fence sequence and the holders table, and
+// retires the per-name fence table of earlier versions: the sequence
+// starts above every fence it ever handed out, and the old table is
+// dropped so that a client of an earlier version fails loudly instead of
+// granting fences from a counter that no longer rises.
+//
+// The holders table describes, for each backend, the dlock grant it made
+// last (key, name, owner, fence). It is UNLOGGED: written without WAL,
+// emptied by crash recovery, exactly like the advisory locks it
+// describes. A row is current only while pg_locks shows its backend
+// holding its key; rows of backends that are gone are swept.
+var advisoryDDL = []string{
+	`CREATE SEQUENCE IF NOT EXISTS {{seq}} AS bigint MINVALUE 1 NO CYCLE`,
+	`CREATE UNLOGGED TABLE IF NOT EXISTS {{holders}} (
+	pid   integer PRIMARY KEY,
+	key   bigint NOT NULL,
+	name  text NOT NULL,
+	owner text NOT NULL,
 	fence bigint NOT NULL
-) WITH (fillfactor = 70)`
+) WITH (fillfactor = 50)`,
+	`DO $$ BEGIN
+	IF to_regclass({{tablename}}) IS NOT NULL THEN
+		PERFORM setval({{seqname}}, x.m, true) FROM (SELECT max(fence) AS m FROM {{table}}) x
+			WHERE x.m >= (SELECT last_value FROM {{seq}});
+		DROP TABLE {{table}};
+	END IF;
+END $$`,
+}
 
-// advisoryAcquire tries the session lock on key $1 and, only if it was
-// taken, bumps name $2's fence, in one statement. The try is in a CTE
-// (volatile, hence evaluated exactly once). It returns whether the lock
-// was taken, the fence (the new one, or the holder's), the holder's owner
-// when not taken, and this backend's pid for the pinned-session check.
-const advisoryAcquire = `
-WITH try AS (SELECT pg_try_advisory_lock($1) AS ok),
-bump AS (
-	INSERT INTO {{table}} AS f (name, owner, fence)
-	SELECT $2, $3, 1 FROM try WHERE try.ok
-	ON CONFLICT (name) DO UPDATE SET fence = f.fence + 1, owner = excluded.owner
-	RETURNING f.fence
-)
-SELECT try.ok, coalesce((SELECT fence FROM bump), h.fence, 0), coalesce(h.owner, ''), pg_backend_pid()
-FROM try LEFT JOIN {{table}} h ON h.name = $2`
+// advisoryTry tries the session lock on key $1 and, only if it was taken,
+// draws the fence from the sequence: one statement, whose uncontended
+// cost is one try and one nextval (a sequence writes WAL once per 32
+// values, and a grant commits nothing). When the lock is held it returns
+// the backend holding it, with that backend's holders row (owner NULL when
+// it has none: another program's lock, or a dlock grant younger than
+// watchDelay, which publishes its row only when it lives that long). The
+// lookup is a one-time filter: pg_locks is not read on a grant.
+const advisoryTry = `
+SELECT t.fence, pg_backend_pid(), x.pid, x.owner, x.fence
+FROM (SELECT CASE WHEN pg_try_advisory_lock($1) THEN nextval({{seqname}}) END AS fence) t
+LEFT JOIN LATERAL (` + advisoryHolder + ` AND t.fence IS NULL
+	LIMIT 1) x ON true`
+
+// advisoryHolder finds the backend holding key $1 and its holders row.
+const advisoryHolder = `
+	SELECT l.pid, h.owner, h.fence FROM pg_locks l LEFT JOIN {{holders}} h ON h.pid = l.pid AND h.key = $1
+	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND l.classid = ((($1::bigint) >> 32) & 4294967295)::oid AND l.objid = ($1::bigint & 4294967295)::oid`
+
+// advisoryBlock waits in the server for the session lock on key $1, then
+// draws the fence. The server queues the waiters and hands the lock to
+// the next as each holder unlocks; the caller's context bounds the wait
+// (its end cancels the statement and closes the connection).
+const advisoryBlock = `SELECT nextval({{seqname}}), pg_backend_pid() FROM (SELECT pg_advisory_lock($1)) l`
+
+// advisoryPublish records this backend's grant in the holders table, for
+// Inspect, List, ForceRelease and the holder named to a loser. It runs
+// off the grant's path, once a lease has lived watchDelay: the table is
+// unlogged, so it costs no WAL flush, but a write and a round trip a
+// grant need not pay.
+const advisoryPublish = `
+INSERT INTO {{holders}} AS h (pid, key, name, owner, fence) VALUES (pg_backend_pid(), $1, $2, $3, $4)
+ON CONFLICT (pid) DO UPDATE SET key = excluded.key, name = excluded.name, owner = excluded.owner, fence = excluded.fence`
 
 // advisoryCheck is the health check of a pinned session: its backend pid
 // and whether that backend holds advisory key $1 ($1 = high 32 bits,
@@ -36,37 +78,42 @@ SELECT pg_backend_pid(), EXISTS (
 	WHERE locktype = 'advisory' AND pid = pg_backend_pid()
 		AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1 AND granted)`
 
-// advisoryRelease unlocks key $1 and notifies waiters on channel $2 with
-// name $3, in one statement.
-const advisoryRelease = `SELECT pg_advisory_unlock($1) FROM (SELECT pg_notify($2, $3)) n`
+// advisoryRelease unlocks key $1. Nobody is notified: waiters block in
+// the server (advisoryBlock), which hands the lock to the next of them.
+const advisoryRelease = `SELECT pg_advisory_unlock($1)`
 
-// advisoryHeld lists the advisory keys (as pg_locks shows them) held in
-// this database, with the backend holding each.
+// advisoryEpoch runs once on every connection before its first grant: it
+// advances the sequence past every value a crash could have handed out
+// without its pre-logged WAL record reaching disk (at most 32 per backend
+// that was pre-logging at the time, PostgreSQL's SEQ_LOG_VALS), so that no
+// fence is ever handed out twice, whatever the timing of a crash; and it
+// sweeps the holders rows of backends that are gone.
+const advisoryEpoch = `
+WITH s AS (
+	SELECT setval({{seqname}}, nextval({{seqname}}) + 32 * (current_setting('max_connections')::bigint + 64), true)
+), d AS (
+	DELETE FROM {{holders}} h WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = h.pid)
+)
+SELECT setval FROM s`
+
+// advisoryHeld lists the dlock holders in this database whose names start
+// with $1: a holders row whose backend holds its key now.
 const advisoryHeld = `
-SELECT classid::bigint, objid::bigint, pid FROM pg_locks
-WHERE locktype = 'advisory' AND objsubid = 1 AND granted
-	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+SELECT h.name, h.owner, h.fence FROM {{holders}} h JOIN pg_locks l
+	ON l.pid = h.pid AND l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+	AND l.classid = ((h.key >> 32) & 4294967295)::oid AND l.objid = (h.key & 4294967295)::oid
+WHERE l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	AND starts_with(h.name, $1)
+ORDER BY h.name`
 
-// advisoryHolderOf finds the backend holding key ($1 high, $2 low half).
-const advisoryHolderOf = advisoryHeld + `
-	AND classid = $1::bigint::oid AND objid = $2::bigint::oid`
+// advisoryHolderOf finds the backend holding key $1, and what the
+// holders table says about it (owner NULL when nothing).
+const advisoryHolderOf = advisoryHolder + `
+	LIMIT 1`
 
-// advisoryFences reads the fence rows whose names start with $1.
-const advisoryFences = `SELECT name, owner, fence FROM {{table}} WHERE starts_with(name, $1) ORDER BY name`
-
-// advisoryFence reads one name's fence row.
-const advisoryFence = `SELECT name, owner, fence FROM {{table}} WHERE name = $1`
-
-// advisoryEnsureRow makes sure name has a fence row to bump.
-const advisoryEnsureRow = `INSERT INTO {{table}} (name, owner, fence) VALUES ($1, '', 0) ON CONFLICT (name) DO NOTHING`
-
-// advisoryBump raises name's fence for a force-release, returning the
-// previous owner and fence (read under the row lock) and the new fence.
-const advisoryBump = `
-UPDATE {{table}} t SET fence = t.fence + 1
-FROM (SELECT name, owner, fence FROM {{table}} WHERE name = $1 FOR UPDATE) h
-WHERE t.name = h.name
-RETURNING h.owner, h.fence, t.fence`
+// advisoryBump draws a fence for a force-release: above the evicted
+// holder's, and below the next grant's.
+const advisoryBump = `SELECT nextval({{seqname}})`
 
 // advisoryTerminate ends backend $1, waiting up to 10 s for it to exit so
 // that its locks are free when this returns.

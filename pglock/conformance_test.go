@@ -20,7 +20,7 @@ func TestConformanceLease(t *testing.T) {
 				WHERE name = $1 AND token IS NOT NULL`, name)
 		},
 		Steal: func(t testing.TB, name string) {
-			d.exec(t, `UPDATE dlock_leases SET token = 'thief', owner = 'thief', fence = fence + 1,
+			d.exec(t, `UPDATE dlock_leases SET token = 'thief', owner = 'thief', fence = nextval('dlock_leases_seq'),
 				expires_at = clock_timestamp() + interval '1 hour' WHERE name = $1`, name)
 		},
 		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {

@@ -4,36 +4,74 @@
 //	pool, _ := pgxpool.New(ctx, "postgres://app@db/app")
 //	locker, err := pglock.New(pool)            // lease mode
 //	locker, err := pglock.NewAdvisory(pool)    // advisory mode
-//	err = locker.Migrate(ctx)                  // once: creates the table
+//	err = locker.Migrate(ctx)                  // once per mode: creates the schema
 //
 // or, from a URL: dlock.Open(ctx, "postgres://app@db/app?mode=advisory")
 // with this package imported. Config selects the mode and table when the
 // pool is the caller's; the caller's pool is never closed by the Locker.
+// Each mode has its own schema, created by Migrate (or `dlock migrate
+// --url ...?mode=...`), idempotently; without it every call fails at once
+// with a *SchemaError naming the fix and the mode (a permanent error, see
+// below).
 //
-// Lease mode keeps one row per name (name, token, owner, fence,
-// expires_at). One statement grants the lock if the name is free or its
-// lease has expired by the database clock, bumping and returning the fence,
-// or else returns the holder; refresh and release are one token-checked
-// statement each; release notifies waiters with NOTIFY on a channel named
-// after the table, and each Locker LISTENs on one dedicated connection
-// shared by all its waiters (taken out of the pool on the first wait, so
-// the server sees one connection more than pool_max_conns; waiters poll
-// with backoff as a fallback, and while that connection is re-opened). It
-// scales to millions of names without holding a connection per lease.
-// Migrate (or `dlock migrate`) creates the table, idempotently.
+// # Lease mode
 //
-// Advisory mode holds pg_try_advisory_lock on a connection taken from the
-// pool and pinned for the life of the lease; Release unlocks and returns
-// it. There is no TTL to tune: the lease ends when the session ends, and
-// the TTL only sets how often (TTL/3) the pinned session is health-checked
-// (same backend pid, key still in pg_locks); a failed check, or the loss of
-// the connection, closes the lease's Done. Every held lease occupies one
-// pool connection: size pool_max_conns for the leases held at once plus
-// the attempts in flight, or TryAcquire waits for a free connection (and
-// that wait, like dialing a new connection, counts against the first
-// lease's TTL: keep pool_min_conns warm for short TTLs). Lock
-// names map to advisory keys by Key (SHA-256, with the collision odds
-// documented there); a name "pg_advisory:N" uses key N itself, so dlock
+// One row per name (name, token, owner, fence, expires_at, the queue of
+// waiting tokens, the waiter the lock is reserved for, the last released
+// tokens). One statement grants the lock if the name is free
+// or its lease has expired by the database clock, or else returns the
+// holder under the row lock: a loser always learns who holds the lock.
+// Refresh and release are one token-checked statement each. Waiters
+// queue in the row (driver.Queuer): each release notifies the head of the
+// queue alone, by its token, with NOTIFY on a channel named after the
+// table (each Locker LISTENs on one dedicated connection, taken out of
+// the pool on the first wait, so the server sees one connection more than
+// pool_max_conns); the woken waiter retries, and a release notifies only
+// when someone queues. The released lock is reserved for the notified
+// waiter for 50 ms: another waiter arriving then queues behind instead
+// of taking it (TryAcquire is not held back), so waiters are served in
+// order; a reserved waiter that does not come (it died in the queue)
+// loses its turn after 50 ms. Waiters also retry when the holder's lease
+// runs out, and every 250 ms should a notification be lost (the
+// listening connection is re-opened on the next wait).
+//
+// A released name's row stays as a tombstone that remembers the last
+// eight tokens released on it, so that an attempt the server runs after
+// its caller gave up (server stalled, context over, server resumed)
+// grants nothing: the portable layer releases an abandoned attempt's
+// token, and whichever of that release and the stalled grant runs first,
+// no lease is left that nobody holds. Tombstones older than ten minutes
+// are deleted (by a Release, at most once a minute per Locker): rows do
+// not accumulate per name. An attempt stalled longer than that can still
+// leave a lease nobody holds, until its TTL.
+//
+// # Advisory mode
+//
+// pg_try_advisory_lock on a connection taken from the pool and pinned for
+// the life of the lease; Release unlocks and returns it. A grant is one
+// statement: the try and, only when it succeeded, nextval of the fence
+// sequence. Waiters (driver.Queuer) block in the server in
+// pg_advisory_lock on their own connection, which the server grants in
+// turn as each holder unlocks: no polling, no NOTIFY; the end of the
+// caller's context cancels the statement and closes the connection. Each
+// holder describes itself (name, owner, fence) in an UNLOGGED table of
+// holders, one row per backend, written by a goroutine once the lease has
+// lived 50 ms (a shorter lease never pays for it): a loser, Inspect, List
+// and ForceRelease read it, joined with pg_locks, and a holder younger
+// than that is named by its backend pid. The same goroutine then reads the
+// idle pinned connection, so that its loss (a server crash or restart, a
+// terminated backend) is known when the socket closes: the next Refresh
+// fails at once with driver.ErrSessionEnded, without a round trip.
+//
+// There is no TTL to tune: the lease ends when the session ends, and the
+// TTL only sets how often (TTL/3) the pinned session is health-checked
+// (same backend pid, key still in pg_locks). Every held lease occupies
+// one pool connection: size pool_max_conns for the leases held at once
+// plus the attempts in flight, or TryAcquire waits for a free connection
+// (and that wait, like dialing a new connection, counts against the first
+// lease's TTL: keep pool_min_conns warm for short TTLs). Lock names map
+// to advisory keys by Key (SHA-256, with the collision odds documented
+// there); a name "pg_advisory:N" uses key N itself, so dlock
 // interoperates with code calling pg_advisory_lock(N).
 //
 // # URLs
@@ -47,8 +85,8 @@
 //
 //	mode   lease (default) or advisory
 //	table  the lease table (default dlock_leases) or, in advisory mode, the
-//	       fence table (default dlock_fences): [a-z_][a-z0-9_]*, optionally
-//	       schema-qualified
+//	       prefix of its objects (default dlock_fences): [a-z_][a-z0-9_]*,
+//	       at most 55 bytes, optionally schema-qualified
 //
 // plus dlock's own ttl, wait and owner (see dlock.Open). Other keys are
 // pgx's or the server's (sslmode, pool_max_conns, application_name, ...);
@@ -56,51 +94,90 @@
 // server, so a wrong host or password fails at Open, with the password
 // never in the error.
 //
+// The objects, for table T: lease mode, the table T and the sequence
+// T_seq; advisory mode, the sequence T_seq and the unlogged table
+// T_holders.
+//
 // # Fencing tokens
 //
-// Lease mode: the fence is a column of the name's row, bumped in the
-// statement that grants the lock. The row is kept when the lock is released
-// (token cleared) and ForceRelease bumps it too, so fences strictly
-// increase per name for the life of the table. Advisory mode: the fence is
-// the name's row in the fence table, bumped in the same statement as
-// pg_try_advisory_lock and only when the lock was taken. In both modes the
-// grant and the bump commit together: there is no grant without its fence.
-// Dropping or truncating the table restarts fences at 1, which breaks
-// fencing for resources that remember older ones: don't.
+// In both modes the fence is nextval of the mode's sequence, drawn in the
+// statement that grants the lock: one global strictly increasing counter,
+// which is a valid fence for every name (a resource only needs each grant
+// of its name to exceed the earlier ones). Fence state is one sequence,
+// whatever the number of names. ForceRelease draws a fence too, so the
+// evicted holder's fenced writes fail and the next grant's fence exceeds
+// it.
+//
+// Crashes: a sequence writes WAL once per 32 values, logging 32 values
+// ahead, and crash recovery resumes past the logged value. In lease mode
+// the grant commits a row, so its commit flushes the sequence's record:
+// a fence handed out survives a crash. An advisory grant commits nothing,
+// and PostgreSQL may hand out a pre-logged value before the session that
+// logged it has flushed the record: a crash in that window would lose up
+// to 32 values per such session. pglock therefore advances the sequence
+// by 32 × (max_connections + 64) on every connection before its first
+// grant, committed and flushed; every connection after a crash is new, so
+// every grant after a crash draws above anything the crash could have
+// lost. TestCrashFencesNeverGoBack kills the postmaster and every backend
+// with SIGKILL mid-run, three times per mode, and checks that every later
+// fence exceeds every earlier one. Neither argument holds with
+// synchronous_commit=off (a crash loses the last commits, lease grants
+// included) or fsync=off (an OS crash loses what was not flushed):
+// Diagnose reports both as unsafe.
+//
+// Upgrading from the per-name fence tables of earlier versions: Migrate
+// creates the sequence above the highest fence in the old table, so no
+// fence goes backwards across the upgrade, and (advisory mode) drops the
+// old fence table, so that a client of the old version still running
+// fails loudly instead of granting fences from a counter that no longer
+// rises. In lease mode an old client would still run: stop old clients
+// before migrating. Dropping or resetting the sequence restarts fences:
+// don't.
 //
 // # Guarantees
 //
-// PostgreSQL is strongly consistent: a grant is one committed statement on
-// the primary, and no two live leases of a name can exist on one server.
-// Both modes are fit for correctness locks when writes are fenced.
+// PostgreSQL is strongly consistent: a grant is one statement on the
+// primary, and no two live leases of a name can exist on one server.
+// Both modes are fit for correctness locks when writes are fenced, with
+// synchronous_commit on and fsync on.
 //
 // Lease mode counts time on the database clock only (clock_timestamp()),
 // so client clocks do not matter; the holder's own conservative deadline
 // (Lease.Expires) runs on its monotonic clock from when it sent the
 // request. A paused holder can outlive its lease, as with any TTL lock:
-// fence your writes. Locks survive a server restart (the table is durable;
-// with synchronous_commit=off a crash can lose the last grants, and with
-// them fences: keep it on). On failover to an asynchronous replica, grants
-// not yet replicated are lost: the lock can be granted twice and a fence
-// reused. Use synchronous replication (synchronous_commit=on/remote_apply
-// with a synchronous standby) when that matters.
+// fence your writes. Leases survive a server restart (the table is
+// durable). On failover to an asynchronous replica, grants not yet
+// replicated are lost: the lock can be granted twice and a fence reused.
+// Use synchronous replication when that matters (Diagnose warns of
+// asynchronous standbys).
 //
 // Advisory mode is session-bound: a crashed holder's lock is freed as soon
 // as the server notices its connection is gone (at once on a clean close
 // or a killed process; after TCP keepalive for a vanished host), and a
-// restart or failover ends every session and with it every lock: holders
-// learn of it at their next health check, TTL/3 at most, and must stop. A
-// transaction-pooling proxy (PgBouncer pool_mode=transaction or statement)
-// silently breaks session locks: the lock stays on a server backend that
-// then serves other clients, whose own attempts would succeed
-// re-entrantly. pglock detects a proxy by comparing the backend pid
-// reported by the server with the one the connection announced, and then
-// refuses a grant whose backend changes between two statements
-// (ErrTransactionPooling); a transaction pooler that happens to give the
-// same backend twice is caught by the pid check at the next health check
-// instead. Connect directly or through session pooling.
+// restart or failover ends every session and with it every lock: a holder
+// whose lease has lived 50 ms knows of it when its socket closes (its
+// next Refresh fails without a round trip), a younger one at its next
+// health check, TTL/3 at most; it must stop. (The portable layer asks the
+// driver at each refresh; a driver signal that closes Lease.Done at once
+// is proposed in docs/postgres.md.) A transaction-pooling proxy
+// (PgBouncer pool_mode=transaction or statement) silently breaks session
+// locks: the lock stays on a server backend that then serves other
+// clients. pglock detects a proxy by comparing the backend pid reported
+// by the server with the one the connection announced, and then refuses a
+// grant whose backend changes between two statements
+// (ErrTransactionPooling); a pooler that happens to give the same backend
+// twice is caught by the pid check at the next health check instead, and
+// by Diagnose. Connect directly or through session pooling.
 //
-// Release notifications use NOTIFY, which serialises the commits of all
-// notifying transactions on the server: under very high release rates
-// with fsync on, this bounds throughput.
+// Errors are never contention. A Grant that says "held" is returned only
+// when the server said so (pg_try_advisory_lock false, or the lease row
+// held by another live token); any failure, including of the holder
+// look-up, is an error. Errors that retrying cannot cure are marked
+// driver.Permanent, so that a wait fails at once instead of running out:
+// a missing schema (SQLSTATE 42P01, 42703, 3F000, 42883, as a
+// *SchemaError that names the fix), failed authentication (28P01, 28000),
+// a database that does not exist (3D000), a permission denied (42501).
+//
+// Diagnose (`dlock doctor`) checks for a pooling proxy in front,
+// synchronous_commit, fsync, asynchronous standbys and the mode's schema.
 package pglock

@@ -3,51 +3,128 @@ package pglock
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/jackc/pgx/v5"
 )
 
+// tombstoneAge is how long a released name's row is kept, remembering
+// the tokens released on it, before the sweep deletes it: an attempt the
+// server runs longer than this after its caller gave up can still grant
+// a lease nobody holds (until its TTL), as before this safeguard.
+const tombstoneAge = 10 * time.Minute
+
+// sweepEvery is how often a driver sweeps old tombstones, on a Release.
+const sweepEvery = time.Minute
+
 // leases is the lease-mode driver: one row per name in the lease table,
 // each operation one statement.
 type leases struct {
 	base
-	acquire, refresh, release, refreshBatch string
-	list, inspect, ensureRow, forceRelease  string
+	listener                                  *listener
+	acquire, acquireInTurn, holder, queue     string
+	refresh, release, tombstone               string
+	refreshBatch, releaseBatch, list, inspect string
+	forceRelease, sweep                       string
+
+	sweepMu   sync.Mutex
+	lastSweep time.Time
 }
 
 func newLeases(b base) *leases {
-	d := &leases{base: b}
-	d.acquire, d.refresh, d.release = d.sql(leaseAcquire), d.sql(leaseRefresh), d.sql(leaseRelease)
+	d := &leases{base: b, listener: newListener(b.pool, b.channel), lastSweep: time.Now()}
+	d.acquire, d.acquireInTurn = d.sql(strings.Replace(leaseAcquire, "{{inturn}}", "", 1)), d.sql(strings.Replace(leaseAcquire, "{{inturn}}", inTurn, 1))
+	d.holder, d.queue = d.sql(leaseHolder), d.sql(leaseQueue)
+	d.refresh, d.release, d.tombstone = d.sql(leaseRefresh), d.sql(leaseRelease), d.sql(leaseTombstone)
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
-	d.ensureRow, d.forceRelease = d.sql(leaseEnsureRow), d.sql(leaseForceRelease)
+	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
 	return d
 }
 
-// TryAcquire makes one attempt: one statement that grants or names the
-// holder.
+// errReleasedToken answers an attempt whose token was already released:
+// the caller gave up on it, and it must grant nothing.
+var errReleasedToken = errors.New("pglock: this attempt's token was already released (its Acquire gave up)")
+
+// errUnsettled reports a lock that kept changing hands between an
+// attempt and the look-up of its holder: neither granted nor held.
+var errUnsettled = errors.New("pglock: the lock changed hands repeatedly during the attempt; try again")
+
+// maxRounds bounds the attempts of one TryAcquire when the lock is freed
+// between an attempt and the look-up of its holder.
+const maxRounds = 3
+
+// TryAcquire makes one attempt: the grant statement, and only when it
+// loses, a look-up of the holder. A Grant with Acquired false is returned
+// only when the look-up found another live lease on the name; a lock
+// freed in between is attempted again.
 func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	for range maxRounds {
+		g, won, err := d.grant(ctx, req, d.acquire)
+		if err != nil || won {
+			return g, err
+		}
+		h, held, err := d.holderOf(ctx, req)
+		if err != nil || held {
+			return driver.Grant{Holder: h}, err
+		}
+	}
+	return driver.Grant{}, errUnsettled
+}
+
+// grant runs the grant statement; won is false when it did not grant.
+func (d *leases) grant(ctx context.Context, req driver.Request, stmt string) (driver.Grant, bool, error) {
+	var fence int64
+	err := d.pool.QueryRow(ctx, stmt, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).Scan(&fence)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return driver.Grant{}, false, nil
+	case err != nil:
+		return driver.Grant{}, false, d.classify(err)
+	}
+	return driver.Grant{Acquired: true, Fence: uint64(fence)}, true, nil
+}
+
+// holderOf reads the row after a losing attempt: held is true when
+// another live lease holds it.
+func (d *leases) holderOf(ctx context.Context, req driver.Request) (driver.Holder, bool, error) {
 	var (
-		won    bool
-		fence  int64
-		owner  string
-		micros int64
+		token         *string
+		owner         string
+		fence, micros int64
+		dead          bool
 	)
-	err := d.pool.QueryRow(ctx, d.acquire, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).
-		Scan(&won, &fence, &owner, &micros)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// The holder committed after this statement's snapshot: held,
-		// holder unknown.
-		return driver.Grant{Holder: driver.Holder{Name: req.Name, TTL: -1}}, nil
+	err := d.pool.QueryRow(ctx, d.holder, req.Name, req.Token).Scan(&token, &owner, &fence, &micros, &dead)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return driver.Holder{}, false, nil
+	case err != nil:
+		return driver.Holder{}, false, d.classify(err)
+	case dead:
+		return driver.Holder{}, false, errReleasedToken
+	case token == nil || *token == req.Token || micros <= 0:
+		return driver.Holder{}, false, nil // free, expired, or ours: attempt again
 	}
-	if err != nil {
-		return driver.Grant{}, err
+	return holder(req.Name, owner, fence, micros), true, nil
+}
+
+// join puts req's token in the row's queue when another live lease holds
+// it, and returns that holder; queued is false when the lock is free.
+func (d *leases) join(ctx context.Context, req driver.Request) (driver.Holder, bool, error) {
+	var (
+		owner         string
+		fence, micros int64
+	)
+	err := d.pool.QueryRow(ctx, d.queue, req.Name, req.Token).Scan(&owner, &fence, &micros)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return driver.Holder{}, false, nil
+	case err != nil:
+		return driver.Holder{}, false, d.classify(err)
 	}
-	if won {
-		return driver.Grant{Acquired: true, Fence: uint64(fence)}, nil
-	}
-	return driver.Grant{Holder: holder(req.Name, owner, fence, micros)}, nil
+	return holder(req.Name, owner, fence, micros), true, nil
 }
 
 func holder(name, owner string, fence, micros int64) driver.Holder {
@@ -66,7 +143,7 @@ func (d *leases) Refresh(ctx context.Context, name, token string, ttl time.Durat
 		current *string
 	)
 	if err := d.pool.QueryRow(ctx, d.refresh, name, token, ttl.Microseconds()).Scan(&ok, &current); err != nil {
-		return err
+		return d.classify(err)
 	}
 	if ok {
 		return nil
@@ -82,25 +159,116 @@ func notHeld(token string, current *string) error {
 	return driver.ErrTakenOver
 }
 
-// Release frees token's row (keeping its fence) and notifies waiters.
-// Releasing a lease that expired but was not taken over succeeds.
+// Release frees token's row, records token as released on the name,
+// and notifies the head of the queue of waiters. When token does not hold
+// the row, a second statement records it as released anyway (creating
+// the row if need be, and freeing what a still-running attempt of token
+// grants), so that an attempt the server runs after its caller gave up
+// grants nothing. Releasing a lease that expired but was not taken over
+// succeeds.
 func (d *leases) Release(ctx context.Context, name, token string) error {
-	var (
-		ok      bool
-		current *string
-	)
-	if err := d.pool.QueryRow(ctx, d.release, name, token, d.channel).Scan(&ok, &current); err != nil {
-		return err
-	}
-	if ok {
+	var next, notified *string
+	err := d.pool.QueryRow(ctx, d.release, name, token, d.channel).Scan(&next, &notified)
+	if err == nil {
+		d.maybeSweep(ctx)
 		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return d.classify(err)
+	}
+	var current *string
+	if err := d.pool.QueryRow(ctx, d.tombstone, name, token).Scan(&current); err != nil {
+		return d.classify(err)
 	}
 	return notHeld(token, current)
 }
 
+// maybeSweep deletes old tombstones, at most once per sweepEvery per
+// driver; a failure is left for the next sweep.
+func (d *leases) maybeSweep(ctx context.Context) {
+	d.sweepMu.Lock()
+	due := time.Since(d.lastSweep) >= sweepEvery
+	if due {
+		d.lastSweep = time.Now()
+	}
+	d.sweepMu.Unlock()
+	if due {
+		_, _ = d.pool.Exec(ctx, d.sweep, tombstoneAge.Microseconds())
+	}
+}
+
+// maxPoll bounds a waiter's sleep between attempts when no notification
+// comes (the holder expired, the listening connection is down, or the
+// waiter was left out of a full queue).
+const maxPoll = 250 * time.Millisecond
+
+// AcquireWait (driver.Queuer) waits for the lock in the row's queue: a
+// losing attempt appends its token to the row's waiters, and each release
+// notifies the head of the queue alone, by its token, on the table's
+// channel (one waiter woken, not the herd). The waiter retries when
+// notified, when the holder's lease runs out (expiry notifies nobody), or
+// every maxPoll; it leaves the queue when it wins, or, when ctx ends, by
+// the Release the portable layer makes for the abandoned attempt.
+// Grant.Since is the sent time of the winning attempt, from which its
+// lease counts.
+func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	woken, stop, err := d.listener.Watch(ctx, req.Token)
+	if err != nil {
+		woken, stop = nil, func() {} // poll
+	}
+	defer stop()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var last driver.Holder
+	for {
+		sent := time.Now()
+		g, won, err := d.grant(ctx, req, d.acquireInTurn)
+		if err != nil || won {
+			g.Since = sent
+			return g, err
+		}
+		h, queued, err := d.join(ctx, req)
+		if err != nil {
+			return driver.Grant{Holder: last}, err
+		}
+		if !queued { // free again, expired, or released: ask why
+			if h, _, err = d.holderOf(ctx, req); err != nil {
+				return driver.Grant{Holder: last}, err
+			}
+		}
+		if h.Name != "" {
+			last = h
+		}
+		t.Reset(pollAfter(h, queued))
+		select {
+		case <-woken:
+		case <-t.C:
+		case <-ctx.Done():
+			return driver.Grant{Holder: last}, ctx.Err()
+		}
+	}
+}
+
+// pollAfter is how long a waiter sleeps when not notified: until the
+// holder's lease runs out, at most maxPoll; not at all when it did not
+// queue because the lock was free.
+func pollAfter(h driver.Holder, queued bool) time.Duration {
+	switch {
+	case !queued && h.Name == "":
+		return 0
+	case h.TTL >= 0 && h.TTL+time.Millisecond < maxPoll:
+		return h.TTL + time.Millisecond
+	}
+	return maxPoll
+}
+
 // Close stops the listener, and closes the pool when it was opened from a
 // URL.
-func (d *leases) Close() error { return d.close() }
+func (d *leases) Close() error {
+	d.listener.close()
+	return d.close()
+}
 
-// Migrate creates the lease table if it does not exist.
-func (d *leases) Migrate(ctx context.Context) error { return d.migrate(ctx, leaseDDL) }
+// Migrate creates the lease table and the fence sequence, or upgrades an
+// earlier version's table (see leaseDDL).
+func (d *leases) Migrate(ctx context.Context) error { return d.migrate(ctx, leaseDDL...) }

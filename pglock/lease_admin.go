@@ -14,7 +14,7 @@ func (d *leases) RefreshBatch(ctx context.Context, items []driver.RefreshItem) (
 	names, tokens, micros := batchArgs(items)
 	rows, err := d.pool.Query(ctx, d.refreshBatch, names, tokens, micros)
 	if err != nil {
-		return nil, err
+		return nil, d.classify(err)
 	}
 	results := make([]error, len(items))
 	seen := 0
@@ -84,12 +84,9 @@ func (d *leases) Inspect(ctx context.Context, name string) (driver.Holder, bool,
 	return holder(n, owner, fence, micros), true, nil
 }
 
-// ForceRelease frees name whoever holds it and bumps its fence, so the
-// evicted holder's fenced writes fail from now on.
+// ForceRelease frees name whoever holds it and gives it a new fence from
+// the sequence, so the evicted holder's fenced writes fail from now on.
 func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
-	if _, err := d.pool.Exec(ctx, d.ensureRow, name); err != nil {
-		return driver.Holder{}, false, 0, err
-	}
 	var (
 		held          bool
 		owner         string
@@ -98,10 +95,48 @@ func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, 
 	)
 	err := d.pool.QueryRow(ctx, d.forceRelease, name).Scan(&held, &owner, &fence, &micros, &newFence)
 	if err != nil {
-		return driver.Holder{}, false, 0, err
+		return driver.Holder{}, false, 0, d.classify(err)
 	}
 	if !held {
 		return driver.Holder{}, false, uint64(newFence), nil
 	}
 	return holder(name, owner, fence, micros), true, uint64(newFence), nil
+}
+
+// ReleaseBatch (driver.BatchReleaser) frees many leases in one statement.
+// Unlike Release it records no released token for a lease it does not
+// hold: the batch serves Locker.Close and ReleaseAll, whose leases were
+// granted.
+func (d *leases) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
+	names := make([]string, len(items))
+	tokens := make([]string, len(items))
+	for i, it := range items {
+		names[i], tokens[i] = it.Name, it.Token
+	}
+	rows, err := d.pool.Query(ctx, d.releaseBatch, names, tokens, d.channel)
+	if err != nil {
+		return nil, d.classify(err)
+	}
+	results := make([]error, len(items))
+	seen := 0
+	var (
+		i       int64
+		ok      bool
+		current *string
+		n       int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&i, &ok, &current, &n}, func() error {
+		if i < 1 || int(i) > len(items) {
+			return fmt.Errorf("pglock: batch release returned item %d of %d", i, len(items))
+		}
+		if !ok {
+			results[i-1] = notHeld(items[i-1].Token, current)
+		}
+		seen++
+		return nil
+	})
+	if err == nil && seen != len(items) {
+		err = fmt.Errorf("pglock: batch release answered %d of %d items", seen, len(items))
+	}
+	return results, d.classify(err)
 }

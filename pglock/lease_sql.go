@@ -1,56 +1,85 @@
 package pglock
 
-// Lease-mode statements. {{table}} is the quoted table name. Times are by
-// the database clock (clock_timestamp(), not the transaction's now(), so a
-// statement that waited on a row lock still grants a full TTL); durations
-// travel as microseconds.
+// Lease-mode statements. {{table}} is the quoted table name, {{seq}} the
+// fence sequence. Durations travel as microseconds; expiry is by the
+// database clock.
 
-// leaseDDL creates the lease table. A row outlives its lease (token NULL
-// when free) so the fence keeps counting up across releases.
-const leaseDDL = `
-CREATE TABLE IF NOT EXISTS {{table}} (
+// leaseDDL creates the lease table and the fence sequence, and upgrades a
+// table of an earlier version: the sequence starts above every fence in
+// the table, so no fence ever goes backwards across the upgrade.
+//
+// A row is a lease (token set) or, once released, a tombstone (token
+// NULL) that remembers the last tokens released on the name (dead), so
+// that an attempt the server runs after its caller gave up and released
+// its token grants nothing. Tombstones are swept once they are older than
+// tombstoneAge.
+var leaseDDL = []string{
+	`CREATE SEQUENCE IF NOT EXISTS {{seq}} AS bigint MINVALUE 1 NO CYCLE`,
+	`CREATE TABLE IF NOT EXISTS {{table}} (
 	name       text PRIMARY KEY,
 	token      text,
 	owner      text NOT NULL DEFAULT '',
 	fence      bigint NOT NULL,
 	expires_at timestamptz
-) WITH (fillfactor = 70)`
+) WITH (fillfactor = 70)`,
+	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS dead text[] NOT NULL DEFAULT '{}'`,
+	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS waiters text[] NOT NULL DEFAULT '{}'`,
+	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS reserved text`,
+	seedSeq,
+}
 
-// leaseAcquire grants name to $2 if it is free, expired, or already $2's
-// (a retried attempt whose reply was lost: same fence, no bump), bumping
-// the fence otherwise; else it returns the holder.
-//
-// It is an UPDATE of the existing row, or an INSERT of a new one, rather
-// than INSERT ... ON CONFLICT DO UPDATE ... WHERE, because ON CONFLICT
-// locks the conflicting row even when its WHERE fails: every failed attempt
-// of a herd of waiters would queue on the row lock, the winner among them.
-// An UPDATE whose WHERE is false takes no lock; one that meets a row being
-// changed waits and re-checks it (READ COMMITTED), so two attempts never
-// both win. Two first-ever attempts race on the INSERT: the loser's ON
-// CONFLICT DO NOTHING returns nothing, and it sees no holder in its
-// snapshot either: no row at all, "held, holder unknown".
+// seedSeq raises the sequence to the highest fence in {{table}} when that
+// is not below it (an upgrade from per-name fences). It never lowers the
+// sequence, and is a no-op once every fence in the table came from it.
+const seedSeq = `SELECT setval({{seqname}}, x.m, true) FROM (SELECT max(fence) AS m FROM {{table}}) x
+WHERE x.m >= (SELECT last_value FROM {{seq}})`
+
+// grantable is when an attempt by token $2 may take a row l: it is free,
+// expired (by the statement's clock, which can only be early), or already
+// $2's (a retried attempt whose reply was lost), and $2 was not released.
+const grantable = `(l.token IS NULL OR l.token = $2 OR l.expires_at <= statement_timestamp()) AND NOT ($2 = ANY (l.dead))`
+
+// leaseAcquire grants name to $2 when grantable: an INSERT of a new row or
+// an update of the existing one, the fence drawn from the sequence (kept
+// for a retried attempt), $2 leaving the row's queue of waiters. It
+// returns the fence, or no row when the lock was not granted: then
+// leaseHolder or leaseQueue says why, in a statement of its own (a new
+// snapshot, which sees the row that made this one lose). The uncontended
+// path is this one statement, as a hand-written upsert lease is.
 const leaseAcquire = `
-WITH upd AS (
-	UPDATE {{table}} SET
-		token = $2,
-		owner = $3,
-		fence = CASE WHEN token = $2 THEN fence ELSE fence + 1 END,
-		expires_at = clock_timestamp() + $4::bigint * interval '1 microsecond'
-	WHERE name = $1 AND (token IS NULL OR token = $2 OR expires_at <= clock_timestamp())
-	RETURNING fence
-), ins AS (
-	INSERT INTO {{table}} (name, token, owner, fence, expires_at)
-	SELECT $1, $2, $3, 1, clock_timestamp() + $4::bigint * interval '1 microsecond'
-	WHERE NOT EXISTS (SELECT 1 FROM {{table}} WHERE name = $1)
-	ON CONFLICT (name) DO NOTHING
-	RETURNING fence
-), won AS (
-	SELECT fence FROM upd UNION ALL SELECT fence FROM ins
-)
-SELECT true, fence, '', 0::bigint FROM won
-UNION ALL
-SELECT false, h.fence, h.owner, ` + microsLeft + `
-FROM {{table}} h WHERE h.name = $1 AND NOT EXISTS (SELECT 1 FROM won)`
+INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
+VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
+ON CONFLICT (name) DO UPDATE SET token = excluded.token, owner = excluded.owner,
+	fence = CASE WHEN l.token = $2 THEN l.fence ELSE excluded.fence END,
+	expires_at = excluded.expires_at, waiters = array_remove(l.waiters, $2), reserved = NULL
+WHERE ` + grantable + `{{inturn}}
+RETURNING l.fence`
+
+// inTurn is added to a waiter's grant: a lock just released to a queued
+// waiter (reserved, notified) goes to that waiter, unless it has not come
+// for it within 50 ms (it died without leaving the queue). A try is not
+// held back by it: it never waits.
+const inTurn = ` AND (l.reserved IS NULL OR l.reserved = $2 OR l.token IS NOT NULL
+	OR l.expires_at < statement_timestamp() - interval '50 milliseconds')`
+
+// leaseHolder describes the row after a losing attempt: its token (NULL
+// when free), owner, fence, time left, and whether $2 was released.
+const leaseHolder = `
+SELECT h.token, h.owner, h.fence, ` + microsLeft + `, $2 = ANY (h.dead)
+FROM {{table}} h WHERE h.name = $1`
+
+// leaseQueue puts $2 at the tail of the row's queue of waiters (once; a
+// queue of 64 tokens takes no more, and a waiter left out polls) if the
+// row is held by another live lease or was just released to another
+// waiter, and returns the holder (none for a lock in hand-over). No row
+// means the lock is free (or $2 was released): attempt again.
+const leaseQueue = `
+UPDATE {{table}} h SET waiters = CASE WHEN $2 = ANY (h.waiters) OR cardinality(h.waiters) >= 64
+		THEN h.waiters ELSE h.waiters || $2::text END
+WHERE h.name = $1 AND NOT ($2 = ANY (h.dead)) AND (
+	(h.token IS NOT NULL AND h.token <> $2 AND h.expires_at > clock_timestamp())
+	OR (h.token IS NULL AND h.reserved <> $2 AND h.expires_at >= clock_timestamp() - interval '50 milliseconds'))
+RETURNING h.owner, h.fence, ` + microsLeft
 
 // microsLeft is a row's remaining lease in microseconds, -1 when free.
 const microsLeft = `coalesce((extract(epoch FROM h.expires_at - clock_timestamp()) * 1e6)::bigint, -1)`
@@ -65,16 +94,49 @@ WITH r AS (
 )
 SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM {{table}} WHERE name = $1)`
 
-// leaseRelease frees $2's row, keeping its fence, and notifies waiters on
-// channel $3 (delivered at commit, i.e. at once).
+// leaseRelease frees $2's row and records $2 among the name's released
+// tokens. When waiters queue, the head of the queue is notified on
+// channel $3 (the payload is its token: one waiter is woken, not the
+// herd) and moved to the tail, so that a waiter that died without leaving
+// the queue costs one wasted wake-up, not a stuck queue; a waiter leaves
+// the queue when it wins. It returns a row when $2 held the lock (the
+// notified token or NULL), none otherwise: then leaseTombstone runs.
 const leaseRelease = `
 WITH r AS (
-	UPDATE {{table}} SET token = NULL, owner = '', expires_at = NULL
-	WHERE name = $1 AND token = $2
-	RETURNING name
+	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
+		dead = ` + deadAppend + `, waiters = ` + rotate + `,
+		reserved = CASE WHEN cardinality(l.waiters) > 0 THEN l.waiters[1] END
+	WHERE l.name = $1 AND l.token = $2
+	RETURNING l.waiters[cardinality(l.waiters)] AS next
 )
-SELECT (SELECT count(*) FROM (SELECT pg_notify($3, name) FROM r) n) > 0,
-	(SELECT token FROM {{table}} WHERE name = $1)`
+SELECT r.next, CASE WHEN r.next IS NOT NULL THEN pg_notify($3, r.next)::text END FROM r`
+
+// leaseTombstone records $2 as released on a name it does not hold,
+// whatever the row's state: it creates the row when there is none, and
+// when an attempt of $2 is running (inserting or updating the row) it
+// waits for it and then frees what it granted. A stalled attempt that
+// runs later finds $2 released and grants nothing. It returns the token
+// holding the row now.
+const leaseTombstone = `
+INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at, dead)
+VALUES ($1, NULL, '', 0, clock_timestamp(), ARRAY[$2::text])
+ON CONFLICT (name) DO UPDATE SET
+	token = CASE WHEN l.token = $2 THEN NULL ELSE l.token END,
+	owner = CASE WHEN l.token = $2 THEN '' ELSE l.owner END,
+	expires_at = CASE WHEN l.token = $2 THEN clock_timestamp() ELSE l.expires_at END,
+	dead = ` + deadAppend + `,
+	waiters = array_remove(l.waiters, $2)
+RETURNING l.token`
+
+// rotate moves the head of a row's waiters queue to its tail.
+const rotate = `CASE WHEN cardinality(l.waiters) > 1 THEN l.waiters[2:] || l.waiters[1] ELSE l.waiters END`
+
+// deadAppend adds $2 to a row's released tokens, keeping the last
+// keptDead (8).
+const deadAppend = `(l.dead || $2::text)[greatest(1, cardinality(l.dead) - 6):]`
+
+// leaseSweep deletes the tombstones older than $1 microseconds.
+const leaseSweep = `DELETE FROM {{table}} WHERE token IS NULL AND expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond'`
 
 // leaseRefreshBatch extends many leases in one statement; one row per
 // item, by ordinality.
@@ -89,6 +151,23 @@ WITH req AS (
 SELECT req.i, r.name IS NOT NULL, cur.token
 FROM req LEFT JOIN r ON r.name = req.name LEFT JOIN {{table}} cur ON cur.name = req.name`
 
+// leaseReleaseBatch frees many leases in one statement (by token; a
+// lease not held is left alone); one row per item, by ordinality, with
+// whether it was held and the current token. Waiters are notified.
+const leaseReleaseBatch = `
+WITH req AS (
+	SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q(name, token, i)
+), r AS (
+	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
+		dead = (l.dead || req.token)[greatest(1, cardinality(l.dead) - 6):], waiters = ` + rotate + `
+	FROM req WHERE l.name = req.name AND l.token = req.token
+	RETURNING req.i, l.waiters[cardinality(l.waiters)] AS next
+), n AS (
+	SELECT pg_notify($3, r.next) FROM r WHERE r.next IS NOT NULL
+)
+SELECT req.i, r.i IS NOT NULL, cur.token, (SELECT count(*) FROM n)
+FROM req LEFT JOIN r ON r.i = req.i LEFT JOIN {{table}} cur ON cur.name = req.name`
+
 // leaseList returns the live holders whose names start with $1.
 const leaseList = `
 SELECT h.name, h.owner, h.fence, ` + microsLeft + `
@@ -102,15 +181,19 @@ SELECT h.name, h.owner, h.fence, ` + microsLeft + `
 FROM {{table}} h
 WHERE h.name = $1 AND h.token IS NOT NULL AND h.expires_at > clock_timestamp()`
 
-// leaseEnsureRow makes sure name has a row, so force-release can bump it.
-const leaseEnsureRow = `
-INSERT INTO {{table}} (name, token, owner, fence, expires_at)
-VALUES ($1, NULL, '', 0, NULL) ON CONFLICT (name) DO NOTHING`
-
-// leaseForceRelease frees name whoever holds it and bumps its fence,
-// returning the evicted holder (read under the row lock) and the new fence.
+// leaseForceRelease frees name whoever holds it and gives it a new fence
+// from the sequence, returning the evicted holder (read under the row
+// lock) and the new fence. A free name gets a tombstone row carrying the
+// new fence.
 const leaseForceRelease = `
-UPDATE {{table}} t SET token = NULL, owner = '', expires_at = NULL, fence = t.fence + 1
-FROM (SELECT name, token, owner, fence, expires_at FROM {{table}} WHERE name = $1 FOR UPDATE) h
-WHERE t.name = h.name
-RETURNING coalesce(h.token IS NOT NULL AND h.expires_at > clock_timestamp(), false), h.owner, h.fence, ` + microsLeft + `, t.fence`
+WITH h AS (
+	SELECT name, token, owner, fence, expires_at FROM {{table}} WHERE name = $1 FOR UPDATE
+), f AS (SELECT nextval({{seqname}}) AS fence), u AS (
+	INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
+	SELECT $1, NULL, '', f.fence, clock_timestamp() FROM f
+	ON CONFLICT (name) DO UPDATE SET token = NULL, owner = '', expires_at = clock_timestamp(), fence = excluded.fence,
+		dead = CASE WHEN l.token IS NULL THEN l.dead ELSE (l.dead || l.token)[greatest(1, cardinality(l.dead) - 6):] END
+)
+SELECT coalesce((SELECT h.token IS NOT NULL AND h.expires_at > clock_timestamp() FROM h), false),
+	coalesce((SELECT owner FROM h), ''), coalesce((SELECT fence FROM h), 0),
+	coalesce((SELECT ` + microsLeft + ` FROM h), -1), (SELECT fence FROM f)`

@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// listener implements driver.Notifier with LISTEN on ONE connection per
-// driver, taken out of the pool (so the pool's hooks apply) and shared by
-// every waiter: each notification's payload is a lock name, dispatched to
-// the waiters on that name. If the connection fails, every waiter is woken
+// listener delivers release notifications with LISTEN on ONE connection
+// per driver, taken out of the pool (so the pool's hooks apply) and shared
+// by every waiter: each notification's payload is the token of the waiter
+// it wakes (the head of the row's queue), dispatched to that waiter. If the connection fails, every waiter is woken
 // (to poll) and the next Watch opens a new one; waiters already subscribed
 // fall back to the portable layer's backoff polling until then.
 type listener struct {
@@ -36,8 +36,9 @@ func newListener(pool *pgxpool.Pool, channel string) *listener {
 	return &listener{pool: pool, channel: channel, watches: map[string]map[chan struct{}]struct{}{}}
 }
 
-// Watch subscribes to releases of name. The LISTEN is active when it
-// returns, so a release after it is never missed.
+// Watch subscribes to notifications whose payload is key (a waiter's
+// token). The LISTEN is active when it returns, so a notification after
+// it is never missed.
 func (l *listener) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	if err := l.ensure(ctx); err != nil {
 		return nil, nil, err
@@ -122,10 +123,11 @@ func (l *listener) loop(ctx context.Context, conn *pgx.Conn, done chan struct{})
 	}
 }
 
-func (l *listener) dispatch(name string) {
+// dispatch wakes the waiters watching key (a token: one waiter).
+func (l *listener) dispatch(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for ch := range l.watches[name] {
+	for ch := range l.watches[key] {
 		wake(ch)
 	}
 }

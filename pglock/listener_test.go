@@ -1,66 +1,129 @@
 package pglock_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/pglock"
+	"github.com/jackc/pgx/v5"
 )
 
-// TestWatch checks that a release wakes a watcher through LISTEN/NOTIFY in
-// both modes, that other names do not, and that the listener comes back
-// after its connection is killed.
-func TestWatch(t *testing.T) {
+// TestHandOff checks lease mode's queue: waiters queue in arrival order,
+// each release notifies the head of the queue alone (by its token, on the
+// table's channel), and the woken waiter takes the lock. A listening
+// connection of the test's own sees every notification.
+func TestHandOff(t *testing.T) {
 	d := newDB(t)
-	for _, cfg := range []pglock.Config{{Mode: pglock.Lease}, {Mode: pglock.Advisory}} {
-		t.Run(string(cfg.Mode), func(t *testing.T) {
-			drv := d.locker(t, cfg).Driver()
-			n := drv.(driver.Notifier)
-			for round := range 2 {
-				ch, stop, err := n.Watch(ctx(t), "watched")
-				if err != nil {
-					t.Fatal(err)
-				}
-				grantRelease(t, drv, "unwatched")
-				expectWake(t, ch, false, "release of another name")
-				grantRelease(t, drv, "watched")
-				expectWake(t, ch, true, "release of the watched name")
-				stop()
-				if round == 0 {
-					killListener(t, d)
-				}
-			}
-		})
+	drv := d.locker(t, pglock.Config{}).Driver()
+	q := drv.(driver.Queuer)
+	spy, err := pgx.Connect(ctx(t), d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close(context.Background())
+	if _, err := spy.Exec(ctx(t), "LISTEN dlock_leases"); err != nil {
+		t.Fatal(err)
+	}
+	req := func(tok string) driver.Request {
+		return driver.Request{Name: "handoff", Token: tok, Owner: tok, TTL: time.Minute}
+	}
+	if g, err := drv.TryAcquire(ctx(t), req("holder")); err != nil || !g.Acquired {
+		t.Fatalf("holder: %+v %v", g, err)
+	}
+	type result struct {
+		tok string
+		g   driver.Grant
+		err error
+	}
+	got := make(chan result, 2)
+	for _, tok := range []string{"w1", "w2"} {
+		go func() {
+			g, err := q.AcquireWait(ctx(t), req(tok))
+			got <- result{tok, g, err}
+		}()
+		waitQueued(t, d, tok)
+	}
+	prev := "holder"
+	for _, want := range []string{"w1", "w2"} {
+		if err := drv.Release(ctx(t), "handoff", prev); err != nil {
+			t.Fatalf("release by %s: %v", prev, err)
+		}
+		n := nextNotification(t, spy)
+		if n != want {
+			t.Errorf("release by %s notified %q, want the head of the queue %q", prev, n, want)
+		}
+		r := <-got
+		if r.err != nil || !r.g.Acquired || r.tok != want {
+			t.Fatalf("after the release by %s: %s got %+v, %v; want %s granted", prev, r.tok, r.g, r.err, want)
+		}
+		prev = want
+	}
+	if err := drv.Release(ctx(t), "handoff", prev); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if n, err := spy.WaitForNotification(c); err == nil {
+		t.Errorf("release with nobody queued notified %q", n.Payload)
 	}
 }
 
-func grantRelease(t *testing.T, drv driver.Driver, name string) {
+// waitQueued waits until tok is in the handoff row's queue.
+func waitQueued(t *testing.T, d *db, tok string) {
 	t.Helper()
-	g, err := drv.TryAcquire(ctx(t), driver.Request{Name: name, Token: "tok", Owner: "o", TTL: time.Minute})
-	if err != nil || !g.Acquired {
-		t.Fatalf("TryAcquire(%s) = %+v, %v", name, g, err)
+	for range 200 {
+		var in bool
+		if err := d.admin.QueryRow(ctx(t), `SELECT $1 = ANY (waiters) FROM dlock_leases WHERE name = 'handoff'`, tok).Scan(&in); err == nil && in {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
 	}
-	if err := drv.Release(ctx(t), name, "tok"); err != nil {
-		t.Fatalf("Release(%s): %v", name, err)
-	}
+	t.Fatalf("%s never queued", tok)
 }
 
-func expectWake(t *testing.T, ch <-chan struct{}, want bool, what string) {
+func nextNotification(t *testing.T, c *pgx.Conn) string {
 	t.Helper()
-	wait := 300 * time.Millisecond
-	if want {
-		wait = 10 * time.Second
+	wc, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := c.WaitForNotification(wc)
+	if err != nil {
+		t.Fatalf("no notification: %v", err)
+	}
+	return n.Payload
+}
+
+// TestHandOffListenerDown: with the listening connection killed, a
+// waiter still gets the lock after a release, by polling.
+func TestHandOffListenerDown(t *testing.T) {
+	d := newDB(t)
+	drv := d.locker(t, pglock.Config{}).Driver()
+	q := drv.(driver.Queuer)
+	if g, err := drv.TryAcquire(ctx(t), driver.Request{Name: "handoff", Token: "holder", TTL: time.Minute}); err != nil || !g.Acquired {
+		t.Fatalf("holder: %+v %v", g, err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		g, err := q.AcquireWait(ctx(t), driver.Request{Name: "handoff", Token: "w", TTL: time.Minute})
+		if err == nil && !g.Acquired {
+			err = fmt.Errorf("not granted: %+v", g)
+		}
+		got <- err
+	}()
+	waitQueued(t, d, "w")
+	killListener(t, d)
+	if err := drv.Release(ctx(t), "handoff", "holder"); err != nil {
+		t.Fatal(err)
 	}
 	select {
-	case <-ch:
-		if !want {
-			t.Errorf("woken by the %s", what)
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(wait):
-		if want {
-			t.Errorf("not woken by the %s", what)
-		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not granted 10s after the release with its listener down")
 	}
 }
 

@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -28,15 +30,26 @@ const (
 	Lease Mode = "lease"
 	// Advisory keeps each held lock as a session advisory lock on a
 	// connection pinned for the life of the lease. Fences come from a
-	// counter table (Migrate once).
+	// sequence (Migrate once).
 	Advisory Mode = "advisory"
 )
 
-// Default table names, one per mode. Each table's name is also the
-// LISTEN/NOTIFY channel on which releases are announced.
+// Default table names, one per mode. In lease mode the table holds the
+// leases and its name is also the LISTEN/NOTIFY channel on which releases
+// are announced; in advisory mode it is the prefix of the mode's objects.
+// Each mode has a fence sequence named after its table plus "_seq", and
+// advisory mode an unlogged table of holders plus "_holders".
 const (
 	DefaultLeaseTable = "dlock_leases"
 	DefaultFenceTable = "dlock_fences"
+)
+
+// Suffixes of the objects named after the table.
+const (
+	seqSuffix     = "_seq"
+	holdersSuffix = "_holders"
+	waitersSuffix = "_waiters"
+	maxSuffix     = len(holdersSuffix)
 )
 
 // Config selects the mode and table. The zero value is lease mode on
@@ -45,9 +58,11 @@ type Config struct {
 	// Mode is Lease (default, also for "") or Advisory.
 	Mode Mode
 	// Table is the lease table (lease mode, default DefaultLeaseTable) or
-	// the fence counter table (advisory mode, default DefaultFenceTable):
+	// the prefix of advisory mode's objects (default DefaultFenceTable):
 	// a lower-case SQL identifier, optionally schema-qualified
-	// ("locks.leases"), each part [a-z_][a-z0-9_]*, at most 63 bytes.
+	// ("locks.leases"), each part [a-z_][a-z0-9_]*, the schema at most 63
+	// bytes and the table at most 55 (the suffixes of the objects named
+	// after it must fit PostgreSQL's 63).
 	Table string
 }
 
@@ -84,10 +99,10 @@ func (c Config) Driver(pool *pgxpool.Pool) (driver.Driver, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("%w: nil *pgxpool.Pool", dlock.ErrInvalidArgument)
 	}
-	return c.newDriver(pool, false)
+	return c.newDriver(pool, false, "")
 }
 
-func (c Config) newDriver(pool *pgxpool.Pool, ownPool bool) (driver.Driver, error) {
+func (c Config) newDriver(pool *pgxpool.Pool, ownPool bool, url string) (driver.Driver, error) {
 	mode, err := c.mode()
 	if err != nil {
 		return nil, err
@@ -96,7 +111,7 @@ func (c Config) newDriver(pool *pgxpool.Pool, ownPool bool) (driver.Driver, erro
 	if err != nil {
 		return nil, err
 	}
-	b := newBase(pool, ownPool, table)
+	b := newBase(pool, ownPool, table, mode, url)
 	if mode == Advisory {
 		return newAdvisory(b), nil
 	}
@@ -133,48 +148,91 @@ func (c Config) table(m Mode) (pgx.Identifier, error) {
 			return nil, fmt.Errorf("%w: table %q: each part must match [a-z_][a-z0-9_]* and be at most 63 bytes", dlock.ErrInvalidArgument, name)
 		}
 	}
+	if last := parts[len(parts)-1]; len(last)+maxSuffix > 63 {
+		return nil, fmt.Errorf("%w: table %q: the table name is %d bytes, at most %d (it names objects with suffixes up to %q)",
+			dlock.ErrInvalidArgument, name, len(last), 63-maxSuffix, holdersSuffix)
+	}
 	return pgx.Identifier(parts), nil
 }
 
-// base is what both modes share: the pool, the table, the release channel.
+// base is what both modes share: the pool, the objects' names, the
+// release channel.
 type base struct {
 	pool    *pgxpool.Pool
 	ownPool bool
+	mode    Mode
+	url     string // without password, for error messages; "" on a caller's pool
+	ident   pgx.Identifier
 	table   string // quoted, possibly schema-qualified
 	channel string // the table's own name, unquoted
-	*listener
+	names   *strings.Replacer
 }
 
-func newBase(pool *pgxpool.Pool, ownPool bool, table pgx.Identifier) base {
+func newBase(pool *pgxpool.Pool, ownPool bool, table pgx.Identifier, mode Mode, url string) base {
 	channel := table[len(table)-1]
-	return base{
-		pool: pool, ownPool: ownPool, table: table.Sanitize(), channel: channel,
-		listener: newListener(pool, channel),
+	b := base{
+		pool: pool, ownPool: ownPool, mode: mode, url: url, ident: table,
+		table: table.Sanitize(), channel: channel,
 	}
+	b.names = strings.NewReplacer(
+		"{{table}}", b.table,
+		"{{seq}}", b.suffixed(seqSuffix).Sanitize(),
+		"{{seqname}}", "'"+b.suffixed(seqSuffix).Sanitize()+"'",
+		"{{holders}}", b.suffixed(holdersSuffix).Sanitize(),
+		"{{waiters}}", b.suffixed(waitersSuffix).Sanitize(),
+		"{{tablename}}", "'"+b.table+"'",
+	)
+	return b
 }
 
-// sql fills the table name into a statement template.
-func (b *base) sql(tmpl string) string { return strings.ReplaceAll(tmpl, "{{table}}", b.table) }
+// suffixed is the identifier of the object named after the table plus
+// suffix, in the table's schema.
+func (b *base) suffixed(suffix string) pgx.Identifier {
+	id := append(pgx.Identifier(nil), b.ident...)
+	id[len(id)-1] += suffix
+	return id
+}
 
-// close stops the listener and closes the pool if it is ours.
+// sql fills the objects' names into a statement template.
+func (b *base) sql(tmpl string) string { return b.names.Replace(tmpl) }
+
+// close closes the pool if it is ours.
 func (b *base) close() error {
-	b.listener.close()
 	if b.ownPool {
 		b.pool.Close()
 	}
 	return nil
 }
 
-// migrate runs ddl once, serialised across concurrent migrations by a
-// transaction-scoped advisory lock (CREATE TABLE IF NOT EXISTS alone races).
-func (b *base) migrate(ctx context.Context, ddl string) error {
-	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+// migrate runs the steps in one transaction, serialised across
+// concurrent migrations by a transaction-scoped advisory lock (CREATE
+// TABLE IF NOT EXISTS alone races).
+func (b *base) migrate(ctx context.Context, steps ...string) error {
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateKey); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, b.sql(ddl))
-		return err
+		for _, s := range steps {
+			if _, err := tx.Exec(ctx, b.sql(s)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
+	return b.classifyAdmin(err)
+}
+
+// classifyAdmin is classify without the schema hint (Migrate itself, or
+// an administrative call that is not about a missing schema).
+func (b *base) classifyAdmin(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case codeAuthFailed, codeAuthSpec, codeNoDatabase, codePermission:
+			return driver.Permanent(err)
+		}
+	}
+	return err
 }
 
 // migrateKey is the advisory lock key serialising migrations: the first

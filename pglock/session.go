@@ -5,11 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// watchDelay is how long a lease is held before its session's watcher
+// starts reading the pinned connection. A lease released sooner never
+// pays for a watcher (a goroutine, and a stop before the unlock); one held
+// longer learns of its connection's loss within watchDelay of the grant,
+// and at once afterwards.
+const watchDelay = 50 * time.Millisecond
 
 // session is one held advisory lock: the pinned connection whose backend
 // holds the key.
@@ -18,9 +26,23 @@ type session struct {
 	conn  *pgxpool.Conn
 	key   int64
 	name  string
+	owner string
 	fence uint64
 	pid   uint32 // the backend that took the lock
 	ended bool
+
+	publish   string // the statement recording the grant in the holders table
+	published bool
+
+	// The watcher: while the session is idle, a goroutine waits on the
+	// connection (WaitForNotification, which returns on any read error),
+	// so that a closed socket is seen when it closes.
+	timer   *time.Timer
+	stopW   context.CancelFunc
+	watched chan struct{} // closed when the watcher has returned
+	lostMu  sync.Mutex
+	lost    error         // why the connection closed, once it has
+	lostCh  chan struct{} // closed with lost
 }
 
 // ErrTransactionPooling reports a proxy that hands one client connection's
@@ -30,14 +52,101 @@ type session struct {
 var ErrTransactionPooling = errors.New("pglock: the server backend changed between statements on one connection " +
 	"(a transaction-pooling proxy such as PgBouncer pool_mode=transaction?); advisory mode needs a direct or session-pooled connection")
 
-// healthy checks that the pinned backend is the one that took the lock and
-// still holds it.
+// start arms the watcher, watchDelay from now.
+func (s *session) start() {
+	s.lostCh = make(chan struct{})
+	s.arm(watchDelay)
+}
+
+// arm starts the watcher after delay. Called with the connection idle.
+func (s *session) arm(delay time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.stopW, s.watched = cancel, done
+	s.timer = time.AfterFunc(delay, func() { s.watch(ctx, done) })
+}
+
+// publishTimeout bounds the watcher's publication of a grant.
+const publishTimeout = 5 * time.Second
+
+// watch first publishes the grant in the holders table (once), then reads
+// the idle connection until stopped or until it fails. The server sends
+// nothing to an idle session that LISTENs to nothing, except when it ends
+// it (a FATAL error, a closed socket). The publication is not canceled by
+// a stop (that would close the connection, and with it the lock): a stop
+// waits for it, one round trip at most.
+func (s *session) watch(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	if !s.published && ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+		_, err := s.conn.Exec(pctx, s.publish, s.key, s.name, s.owner, int64(s.fence))
+		cancel()
+		if err != nil {
+			if s.conn.Conn().IsClosed() {
+				s.setLost(err)
+			}
+			return // the next Refresh tells
+		}
+		s.published = true
+	}
+	pc := s.conn.Conn().PgConn()
+	for ctx.Err() == nil {
+		err := pc.WaitForNotification(ctx)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case pc.IsClosed():
+			s.setLost(err)
+			return
+		default: // not a loss; the next statement will tell
+			return
+		}
+	}
+}
+
+func (s *session) setLost(err error) {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	if s.lost == nil {
+		s.lost = fmt.Errorf("%w: %w", errSessionLost, err)
+		close(s.lostCh)
+	}
+}
+
+func (s *session) lostErr() error {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	return s.lost
+}
+
+// disarm stops the watcher and waits until it no longer reads the
+// connection. It returns the connection's loss, if the watcher saw one.
+func (s *session) disarm() error {
+	if s.timer == nil {
+		return s.lostErr()
+	}
+	if s.timer.Stop() {
+		s.stopW() // never started
+	} else {
+		s.stopW()
+		<-s.watched
+	}
+	s.timer = nil
+	return s.lostErr()
+}
+
+// healthy checks that the pinned connection is open, its backend is the
+// one that took the lock, and it still holds the key. A connection the
+// watcher saw close fails at once, without a round trip.
 func (s *session) healthy(ctx context.Context, check string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
 		return errors.New("session already ended")
 	}
+	if err := s.disarm(); err != nil {
+		return err
+	}
+	defer s.arm(0)
 	var (
 		pid  uint32
 		held bool
@@ -65,15 +174,19 @@ func keyHalves(key int64) (hi, lo int64) {
 // unlock releases the key and hands the connection back to the pool; on
 // any failure the connection is closed, which ends the session and its
 // locks.
-func (s *session) unlock(ctx context.Context, release, channel string) error {
+func (s *session) unlock(ctx context.Context, release string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
 		return errors.New("session already ended")
 	}
 	s.ended = true
+	if err := s.disarm(); err != nil {
+		destroy(s.conn)
+		return fmt.Errorf("%w: %w", driver.ErrSessionEnded, err)
+	}
 	var ok bool
-	if err := s.conn.QueryRow(ctx, release, s.key, channel, s.name).Scan(&ok); err != nil {
+	if err := s.conn.QueryRow(ctx, release, s.key).Scan(&ok); err != nil {
 		ended := isConnErr(s.conn, err)
 		destroy(s.conn)
 		if ended {
@@ -107,6 +220,7 @@ func (s *session) end() {
 	defer s.mu.Unlock()
 	if !s.ended {
 		s.ended = true
+		_ = s.disarm()
 		destroy(s.conn)
 	}
 }

@@ -43,9 +43,9 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, (&base{}).classifyAdmin(err)
 	}
-	drv, err := cfg.newDriver(pool, true)
+	drv, err := cfg.newDriver(pool, true, redact(rawURL))
 	if err != nil {
 		pool.Close()
 		return nil, err

@@ -3,6 +3,7 @@ package testserver
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -61,4 +62,27 @@ func TestPostgresKillRestart(t *testing.T) {
 	if err := srv.exec("SELECT v FROM kept"); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}
+}
+
+func TestPostgresPause(t *testing.T) {
+	srv := NewPostgres(t)
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	srv.Pause()
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	_, err = c.Exec(short, "SELECT 1")
+	srv.Resume()
+	if err == nil {
+		t.Fatal("a statement on a paused server succeeded")
+	}
+	c2, err := pgx.Connect(ctx, srv.URL())
+	if err != nil {
+		t.Fatalf("after Resume: %v", err)
+	}
+	c2.Close(ctx)
 }
