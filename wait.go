@@ -103,6 +103,11 @@ func (l *Locker) granted(req driver.Request, g driver.Grant, sent time.Time, s s
 		l.cleanup(req)
 		return nil, invalid("Locker is closed")
 	}
+	if sw, ok := l.drv.(driver.SessionWatcher); ok {
+		if ch := sw.SessionDone(req.Token); ch != nil {
+			go ls.watchSession(ch)
+		}
+	}
 	return ls, nil
 }
 

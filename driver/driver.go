@@ -322,3 +322,14 @@ type EvictionWatcher interface {
 	// active when it returns. stop ends it and is called exactly once.
 	WatchEvictions(ctx context.Context) (ch <-chan Eviction, stop func(), err error)
 }
+
+// SessionWatcher is implemented by backends whose leases live in a
+// client-side session that can end on its own (a Postgres advisory lock's
+// pinned connection, closed by a server crash or a terminated backend).
+// SessionDone returns a channel closed when the session holding token's
+// lease has ended, or nil when token holds nothing. The portable layer
+// watches it from the grant on and ends the lease at once (LostSession)
+// instead of at the next refresh.
+type SessionWatcher interface {
+	SessionDone(token string) <-chan struct{}
+}

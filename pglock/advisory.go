@@ -13,6 +13,8 @@ import (
 
 // advisory is the advisory-mode driver: a held lock is a session advisory
 // lock on a connection pinned from the pool for the life of the lease.
+var _ driver.SessionWatcher = (*advisory)(nil)
+
 type advisory struct {
 	base
 	try, block, check, release, epoch, publish string
