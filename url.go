@@ -177,7 +177,7 @@ func commonQuery(u *url.URL) (opts []Option, rest string, migrate bool, err erro
 		q.Del("migrate")
 	}
 	v := *u
-	v.RawQuery = q.Encode()
+	driver.StripQuery(&v, "ttl", "wait", "owner", "migrate")
 	return opts, v.String(), migrate, nil
 }
 

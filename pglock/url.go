@@ -3,8 +3,10 @@ package pglock
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
@@ -41,9 +43,16 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := pool.Ping(ctx); err != nil {
+	// The ping: it also reads the one setting that silently breaks fences.
+	var syncCommit string
+	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&syncCommit); err != nil {
 		pool.Close()
 		return nil, (&base{}).classifyAdmin(err)
+	}
+	if syncCommit == "off" {
+		cc := pcfg.ConnConfig
+		warnOnce(driver.LoggerFrom(ctx), fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database),
+			"dlock: postgres synchronous_commit=off: a server crash can lose the last commits, and fences handed out just before it can be handed out again; set synchronous_commit=on for the role or database that takes locks (dlock doctor checks it)")
 	}
 	drv, err := cfg.newDriver(pool, true, redact(rawURL))
 	if err != nil {
@@ -77,6 +86,16 @@ func parseURL(rawURL string) (Config, string, error) {
 	if _, err := cfg.mode(); err != nil {
 		return Config{}, "", err
 	}
-	u.RawQuery = q.Encode()
+	driver.StripQuery(u, keyMode, keyTable)
 	return cfg, u.String(), nil
+}
+
+// warned holds the servers a warning was logged for: once per process.
+var warned sync.Map
+
+// warnOnce logs msg at Warn for server the first time only.
+func warnOnce(logger *slog.Logger, server, msg string) {
+	if _, seen := warned.LoadOrStore(server+"\x00"+msg, true); !seen {
+		logger.Warn(msg, "server", server)
+	}
 }

@@ -79,7 +79,7 @@ func parseURL(rawURL string) (redis.UniversalClient, config, error) {
 	if err != nil {
 		return nil, cfg, err
 	}
-	u.RawQuery = q.Encode()
+	stripTaken(u, q)
 	if cluster {
 		opt, err := redis.ParseClusterURL(u.String())
 		if err != nil {
@@ -180,3 +180,15 @@ type scrubbed struct {
 
 func (e scrubbed) Error() string { return e.msg }
 func (e scrubbed) Unwrap() error { return e.err }
+
+// stripTaken removes from u's query the keys this package took out of q,
+// leaving the rest as written for go-redis' own parser.
+func stripTaken(u *url.URL, q url.Values) {
+	var taken []string
+	for k := range u.Query() {
+		if !q.Has(k) {
+			taken = append(taken, k)
+		}
+	}
+	driver.StripQuery(u, taken...)
+}
