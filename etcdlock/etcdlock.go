@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -44,6 +43,7 @@ type etcdDriver struct {
 	cli    *clientv3.Client
 	keys   keyspace
 	closes bool // the client was built from a URL and is ours to close
+	pool   *pool
 }
 
 func newDriver(cli *clientv3.Client, prefix string, closes bool) (*etcdDriver, error) {
@@ -53,7 +53,7 @@ func newDriver(cli *clientv3.Client, prefix string, closes bool) (*etcdDriver, e
 	if prefix == "" {
 		return nil, fmt.Errorf("%w: empty etcd key prefix (the default is %q)", dlock.ErrInvalidArgument, DefaultPrefix)
 	}
-	return &etcdDriver{cli: cli, keys: keyspace{prefix: prefix}, closes: closes}, nil
+	return &etcdDriver{cli: cli, keys: keyspace{prefix: prefix}, closes: closes, pool: newPool(cli)}, nil
 }
 
 // Capabilities reports etcd's whole-second leases of at least MinTTL.
@@ -61,8 +61,11 @@ func (d *etcdDriver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{MinTTL: MinTTL, TTLGranularity: time.Second}
 }
 
-// Close closes the client when it was opened from a URL.
+// Close revokes the driver's shared leases (deleting any key still under
+// them), waits for its background work, and closes the client when it was
+// opened from a URL.
 func (d *etcdDriver) Close() error {
+	d.pool.close()
 	if d.closes {
 		return d.cli.Close()
 	}
@@ -79,17 +82,14 @@ func leaseSeconds(ttl time.Duration) (int64, error) {
 
 // Compile-time checks of the optional interfaces.
 var (
-	_ driver.Queuer        = (*etcdDriver)(nil)
-	_ driver.Lister        = (*etcdDriver)(nil)
-	_ driver.ForceReleaser = (*etcdDriver)(nil)
-	_ driver.Describer     = (*etcdDriver)(nil)
+	_ driver.Queuer         = (*etcdDriver)(nil)
+	_ driver.Lister         = (*etcdDriver)(nil)
+	_ driver.ForceReleaser  = (*etcdDriver)(nil)
+	_ driver.Describer      = (*etcdDriver)(nil)
+	_ driver.BatchRefresher = (*etcdDriver)(nil)
+	_ driver.BatchReleaser  = (*etcdDriver)(nil)
 )
 
-// detached returns a context for clean-up that must happen even though the
-// caller's context is done.
-func detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-}
-
-// cleanupTimeout bounds a best-effort clean-up (revoking an unused lease).
+// cleanupTimeout bounds a best-effort clean-up in the background (deleting
+// an abandoned key, revoking an idle lease).
 const cleanupTimeout = 2 * time.Second

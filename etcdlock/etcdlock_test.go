@@ -72,12 +72,14 @@ func head(t testing.TB, cli *clientv3.Client, name string) (key string, lease cl
 	return string(resp.Kvs[0].Key), clientv3.LeaseID(resp.Kvs[0].Lease)
 }
 
-// expire revokes the holder's lease, as if its TTL had run out.
+// expire deletes the holder's key, as the driver does when a lock's own
+// TTL has run out under a lease other locks still keep alive. (Revoking
+// the shared lease ends every lock under it: TestSessionEnded.)
 func expire(t testing.TB, cli *clientv3.Client, name string) {
 	t.Helper()
-	_, lease := head(t, cli, name)
-	if _, err := cli.Revoke(context.Background(), lease); err != nil {
-		t.Fatalf("revoke: %v", err)
+	key, _ := head(t, cli, name)
+	if _, err := cli.Delete(context.Background(), key); err != nil {
+		t.Fatalf("delete: %v", err)
 	}
 }
 
