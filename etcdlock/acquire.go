@@ -23,20 +23,20 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	key := d.keys.key(req.Name, req.Token)
-	s, since, err := d.pool.get(ctx, secs, key)
+	claim, dir := claimOf(req.Name, req.Token), d.keys.dir(req.Name)
+	key, s, since, err := d.pool.get(ctx, secs, claim, dir)
 	if err != nil {
 		return driver.Grant{}, d.fail(ctx, err)
 	}
-	resp, err := d.putIfFree(ctx, req, s.id)
+	resp, err := d.putIfFree(ctx, req, key, s.id)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The shared lease ended since it was last renewed: every key under
 		// it is gone. Take a new one, once.
 		d.pool.gone(s)
-		if s, since, err = d.pool.get(ctx, secs, key); err != nil {
+		if key, s, since, err = d.pool.get(ctx, secs, claim, dir); err != nil {
 			return driver.Grant{}, d.fail(ctx, err)
 		}
-		resp, err = d.putIfFree(ctx, req, s.id)
+		resp, err = d.putIfFree(ctx, req, key, s.id)
 	}
 	switch {
 	case err != nil:
@@ -59,26 +59,26 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 // recognised is the grant of a key an earlier attempt of the same token
 // created: its TTL counts from its own lease's last renewal.
 func (d *etcdDriver) recognised(ctx context.Context, key string, kv *mvccpb.KeyValue) (driver.Grant, error) {
-	s := d.pool.byID(clientv3.LeaseID(kv.Lease))
-	if s == nil {
+	s := d.pool.sessionOf(key)
+	if s == nil || s.id != clientv3.LeaseID(kv.Lease) {
 		return driver.Grant{}, fmt.Errorf("etcd: this token's key %q is under lease %x, which this driver does not keep", key, kv.Lease)
 	}
-	d.pool.mu.Lock()
-	d.pool.register(s, key)
-	d.pool.mu.Unlock()
 	return granted(kv.CreateRevision, s.secs, d.pool.sinceOf(s)), nil
 }
 
 // putIfFree puts the token's key under lease if the name has no key at
 // all; otherwise it reads the holder.
-func (d *etcdDriver) putIfFree(ctx context.Context, req driver.Request, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+func (d *etcdDriver) putIfFree(ctx context.Context, req driver.Request, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
 	dir := d.keys.dir(req.Name)
 	return d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(d.keys.key(req.Name, req.Token), req.Owner, clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(key, req.Owner, clientv3.WithLease(lease))).
 		Else(clientv3.OpGet(dir, clientv3.WithFirstCreate()...)).
 		Commit()
 }
+
+// claimOf identifies one Acquire call's claim on name (its token).
+func claimOf(name, token string) string { return name + "\x00" + token }
 
 // granted is the Grant of a key created at rev under a lease of secs whose
 // TTL started counting at since.

@@ -30,7 +30,7 @@ func (d *etcdDriver) Refresh(ctx context.Context, name, token string, ttl time.D
 func (d *etcdDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
 	keys := make([]string, len(items))
 	for i, it := range items {
-		keys[i] = d.keys.key(it.Name, it.Token)
+		keys[i], _ = d.pool.keyOf(claimOf(it.Name, it.Token)) // "": never held here
 	}
 	owners := d.pool.touch(keys)
 	leases, err := d.leasesOf(ctx, keys)
@@ -91,17 +91,23 @@ func (d *etcdDriver) leasesOf(ctx context.Context, keys []string) ([]clientv3.Le
 }
 
 func (d *etcdDriver) readLeases(ctx context.Context, keys []string, leases []clientv3.LeaseID) error {
-	ops := make([]clientv3.Op, len(keys))
+	var ops []clientv3.Op
+	var at []int // ops[j] reads keys[at[j]]
 	for i, k := range keys {
-		ops[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
+		if k != "" {
+			ops, at = append(ops, clientv3.OpGet(k, clientv3.WithKeysOnly())), append(at, i)
+		}
+	}
+	if len(ops) == 0 {
+		return nil
 	}
 	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return err
 	}
-	for i, r := range resp.Responses {
+	for j, r := range resp.Responses {
 		if kv := first(r.GetResponseRange().Kvs); kv != nil {
-			leases[i] = clientv3.LeaseID(kv.Lease)
+			leases[at[j]] = clientv3.LeaseID(kv.Lease)
 		}
 	}
 	return nil
@@ -149,7 +155,10 @@ func (d *etcdDriver) renewLease(ctx context.Context, id clientv3.LeaseID) error 
 // the delete fails, the key is deleted at the lease's next renewal, or
 // ends with the lease.
 func (d *etcdDriver) Release(ctx context.Context, name, token string) error {
-	key := d.keys.key(name, token)
+	key, ok := d.pool.keyOf(claimOf(name, token))
+	if !ok {
+		return d.notHeld(ctx, name)
+	}
 	resp, err := d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
 		Then(clientv3.OpDelete(key)).
@@ -174,7 +183,7 @@ func (d *etcdDriver) Release(ctx context.Context, name, token string) error {
 func (d *etcdDriver) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
 	keys := make([]string, len(items))
 	for i, it := range items {
-		keys[i] = d.keys.key(it.Name, it.Token)
+		keys[i], _ = d.pool.keyOf(claimOf(it.Name, it.Token)) // "": never held here
 	}
 	deleted := make([]bool, len(keys))
 	errs := make([]error, (len(keys)+maxTxnOps-1)/maxTxnOps)
@@ -210,16 +219,22 @@ func (d *etcdDriver) deleteBatch(ctx context.Context, keys []string, deleted []b
 	idx := map[string]int{}
 	var ops []clientv3.Op
 	for _, k := range keys {
-		if _, dup := idx[k]; !dup {
+		if _, dup := idx[k]; k != "" && !dup {
 			idx[k] = len(ops)
 			ops = append(ops, clientv3.OpDelete(k))
 		}
+	}
+	if len(ops) == 0 {
+		return nil
 	}
 	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return err
 	}
 	for i, k := range keys {
+		if k == "" {
+			continue
+		}
 		deleted[i] = resp.Responses[idx[k]].GetResponseDeleteRange().Deleted > 0
 	}
 	return nil

@@ -80,7 +80,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 	if err != nil {
 		return nil, err
 	}
-	w := &waiter{d: d, name: req.Name, key: d.keys.key(req.Name, req.Token)}
+	w := &waiter{d: d, name: req.Name}
 	resp, err := w.put(ctx, req, secs)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		d.pool.gone(w.sess) // ended since its last renewal; take a new one, once
@@ -105,13 +105,13 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 // key under it and reads the two newest contenders (itself and its
 // predecessor) and the holder.
 func (w *waiter) put(ctx context.Context, req driver.Request, secs int64) (*clientv3.TxnResponse, error) {
-	s, since, err := w.d.pool.get(ctx, secs, w.key)
+	dir := w.d.keys.dir(req.Name)
+	key, s, since, err := w.d.pool.get(ctx, secs, claimOf(req.Name, req.Token), dir)
 	if err != nil {
 		return nil, err
 	}
-	w.sess, w.lease, w.secs = s, s.id, s.secs
+	w.key, w.sess, w.lease, w.secs = key, s, s.id, s.secs
 	w.renewed(since)
-	dir := w.d.keys.dir(req.Name)
 	newest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
 	return w.d.cli.Txn(ctx).Then(
 		clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(s.id)),

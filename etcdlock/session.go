@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -49,6 +50,8 @@ type pool struct {
 	current  map[int64]*session // by lease seconds: where new keys go
 	all      map[clientv3.LeaseID]*session
 	byKey    map[string]*session
+	byToken  map[string]string // claim (name and token) → its key
+	claimOf  map[string]string // key → its claim
 	granting map[int64]*grantFlight
 
 	ctx    context.Context // background work; canceled by close
@@ -82,72 +85,103 @@ func newPool(cli *clientv3.Client) *pool {
 		cli: cli, ctx: ctx, cancel: cancel,
 		current: map[int64]*session{}, all: map[clientv3.LeaseID]*session{},
 		byKey: map[string]*session{}, granting: map[int64]*grantFlight{},
+		byToken: map[string]string{}, claimOf: map[string]string{},
 	}
 }
 
-// get returns the session for secs, granting or renewing it as needed, and
-// registers key under it (asked for now). since is when the session's TTL
-// started counting.
-func (p *pool) get(ctx context.Context, secs int64, key string) (*session, time.Time, error) {
+// get returns the key for claim (a name and token; see claimOf) in dir
+// and the session it goes under, granting or renewing the session as
+// needed, and registers the key (asked for now). A claim keeps its key
+// while it lives, so a retry of an attempt whose reply was lost puts the
+// same key. since is when the session's TTL started counting.
+func (p *pool) get(ctx context.Context, secs int64, claim, dir string) (string, *session, time.Time, error) {
 	for {
-		s, wait, err := p.pick(ctx, secs, key)
+		key, s, wait, err := p.pick(ctx, secs, claim, dir)
 		if s != nil || err != nil {
-			return s, p.sinceOf(s), err
+			return key, s, p.sinceOf(s), err
 		}
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return nil, time.Time{}, ctx.Err()
+			return "", nil, time.Time{}, ctx.Err()
 		}
 	}
 }
 
-// pick returns a usable session (with key registered), or a channel to wait
-// on before trying again. When the session needs a renewal and nobody is
-// renewing it, pick renews it itself.
-func (p *pool) pick(ctx context.Context, secs int64, key string) (*session, <-chan struct{}, error) {
+// pick returns a usable session and claim's key under it, or a channel to
+// wait on before trying again. When the session needs a renewal and nobody
+// is renewing it, pick renews it itself.
+func (p *pool) pick(ctx context.Context, secs int64, claim, dir string) (string, *session, <-chan struct{}, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, nil, errClosed
+		return "", nil, nil, errClosed
 	}
 	s := p.current[secs]
+	if key, ok := p.byToken[claim]; ok {
+		if old := p.byKey[key]; old != nil && !old.dead {
+			s = old // an earlier attempt's key may exist: keep it
+		} else {
+			p.drop(key)
+		}
+	}
 	if s == nil {
 		defer p.mu.Unlock()
-		return nil, p.startGrant(secs), nil
+		return "", nil, p.startGrant(secs), nil
 	}
 	age := time.Since(s.since)
 	switch {
-	case age < s.ttl/renewAgeDiv:
-		p.register(s, key)
+	case age < s.ttl/renewAgeDiv, s.renewing != nil && age < s.ttl/3:
+		// Fresh, or a renewal is on its way: the grant's TTL counts from since.
+		key := p.register(s, claim, dir)
 		p.mu.Unlock()
-		return s, nil, nil
-	case s.renewing != nil && age < s.ttl/3:
-		p.register(s, key) // a renewal is on its way; this grant's TTL counts from since
-		p.mu.Unlock()
-		return s, nil, nil
+		return key, s, nil, nil
 	case s.renewing != nil:
 		ch := s.renewing
 		p.mu.Unlock()
-		return nil, ch, nil
+		return "", nil, ch, nil
 	}
 	p.mu.Unlock()
 	err := p.renew(ctx, s, nil)
 	if err != nil && !errors.Is(err, errSessionGone) {
-		return nil, nil, err
+		return "", nil, nil, err
 	}
-	return nil, closedChan, nil // look again: renewed, or gone and replaced
+	return "", nil, closedChan, nil // look again: renewed, or gone and replaced
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// register puts key under s, asked for now. p.mu is held.
-func (p *pool) register(s *session, key string) {
-	if old := p.byKey[key]; old != nil && old != s {
-		delete(old.keys, key)
+// register returns claim's key under s, asked for now: the key it has,
+// or the first free slot of this session in dir. p.mu is held.
+//
+// Keys are DIR/LEASE-SLOT, as concurrency.Mutex's are DIR/LEASE: a name's
+// keys are reused from one grant to the next instead of a new key per
+// token, because etcd keeps every key ever deleted in its index until a
+// compaction, and the range reads of a lock's directory would otherwise
+// slow down with every grant. A slot is this driver's alone (its lease ID
+// is in the key) and belongs to one claim until that claim is done, so a
+// key that exists under a claim's slot is that claim's.
+func (p *pool) register(s *session, claim, dir string) string {
+	key, ok := p.byToken[claim]
+	if !ok {
+		for i := 0; ; i++ {
+			key = dir + strconv.FormatInt(int64(s.id), 16) + "-" + strconv.Itoa(i)
+			if _, used := s.keys[key]; !used {
+				break
+			}
+		}
+		p.byToken[claim], p.claimOf[key], p.byKey[key] = key, claim, s
 	}
 	s.keys[key] = time.Now()
-	p.byKey[key] = s
+	return key
+}
+
+// keyOf returns claim's key, if it has one.
+func (p *pool) keyOf(claim string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key, ok := p.byToken[claim]
+	return key, ok
 }
 
 func (p *pool) sinceOf(s *session) time.Time {
@@ -298,13 +332,20 @@ func (p *pool) forget(keys []string) {
 // drop removes key, known to be gone, from its session. p.mu is held.
 func (p *pool) drop(key string) *session {
 	s := p.byKey[key]
+	p.unlink(key)
 	if s == nil {
 		return nil
 	}
-	delete(p.byKey, key)
 	delete(s.keys, key)
 	p.idleCheck(s)
 	return s
+}
+
+// unlink forgets key's claim and session. p.mu is held.
+func (p *pool) unlink(key string) {
+	delete(p.byToken, p.claimOf[key])
+	delete(p.claimOf, key)
+	delete(p.byKey, key)
 }
 
 // done records that key is gone (released, or found missing) and says
@@ -422,7 +463,7 @@ func (p *pool) idleFired(s *session) {
 	p.retire(s)
 	delete(p.all, s.id)
 	for k := range s.keys {
-		delete(p.byKey, k)
+		p.unlink(k)
 	}
 	p.background(func(ctx context.Context) { _, _ = p.cli.Revoke(ctx, s.id) })
 }
