@@ -19,7 +19,7 @@ import (
 // recognised as a grant. Acquired is false only when etcd answered that
 // another key holds the name; every failure is an error.
 func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	secs, err := leaseSeconds(req.TTL)
+	secs, err := d.leaseSeconds(req.TTL)
 	if err != nil {
 		return driver.Grant{}, err
 	}

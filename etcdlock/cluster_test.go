@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/etcdlock"
 	"github.com/dlockdev/dlock/internal/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -17,8 +18,8 @@ func TestClusterMemberStopped(t *testing.T) {
 	c := testserver.EtcdCluster(t, 3)
 	cli := client(t, c.Endpoints...)
 	ctx := context.Background()
-	const ttl = 6 * time.Second
-	l := locker(t, c.Endpoints...)
+	ttl := etcdlock.MinTTLFor(c.ElectionTimeout)
+	l := lockerWith(t, c.ElectionTimeout, c.Endpoints...)
 	ls, err := l.Acquire(ctx, "cluster", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +27,7 @@ func TestClusterMemberStopped(t *testing.T) {
 	leader := leaderOf(t, cli, c)
 	// The control: a holder whose client knows only the stopped member
 	// cannot refresh, and must hear that its lease is lost.
-	alone, err := locker(t, leader.Endpoint).Acquire(ctx, "cluster-control", dlock.WithTTL(ttl))
+	alone, err := lockerWith(t, c.ElectionTimeout, leader.Endpoint).Acquire(ctx, "cluster-control", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestClusterMemberStopped(t *testing.T) {
 	default:
 		t.Errorf("the lease of a client that can reach no member was not declared lost")
 	}
-	other := locker(t, survivors(c, leader)...)
+	other := lockerWith(t, c.ElectionTimeout, survivors(c, leader)...)
 	if _, err := other.TryAcquire(ctx, "cluster", dlock.WithTTL(ttl)); err == nil {
 		t.Fatal("a second holder acquired the lock while the first still held it")
 	}

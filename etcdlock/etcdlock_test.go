@@ -42,12 +42,20 @@ func client(t testing.TB, endpoints ...string) *clientv3.Client {
 	return cli
 }
 
-// locker opens a Locker on its own client.
+// locker opens a Locker on its own client to single-member servers
+// (testserver.Etcd, with its short election timeout: 2 s TTLs).
 func locker(t testing.TB, endpoints ...string) *dlock.Locker {
 	t.Helper()
-	l, err := etcdlock.New(client(t, endpoints...))
+	return lockerWith(t, testserver.SingleElectionTimeout, endpoints...)
+}
+
+// lockerWith opens a Locker on its own client to a cluster with the
+// given election timeout.
+func lockerWith(t testing.TB, election time.Duration, endpoints ...string) *dlock.Locker {
+	t.Helper()
+	l, err := etcdlock.NewWithConfig(client(t, endpoints...), etcdlock.Config{ElectionTimeout: election})
 	if err != nil {
-		t.Fatalf("etcdlock.New: %v", err)
+		t.Fatalf("etcdlock.NewWithConfig: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() }) // before the client's (cleanups run last-in first-out)
 	return l

@@ -76,7 +76,7 @@ const (
 // enqueue grants the waiter's lease and, in one transaction, puts its key
 // and reads the two newest contenders: itself and its predecessor.
 func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, error) {
-	secs, err := leaseSeconds(req.TTL)
+	secs, err := d.leaseSeconds(req.TTL)
 	if err != nil {
 		return nil, err
 	}

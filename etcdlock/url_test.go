@@ -65,7 +65,7 @@ func TestOpenUnreachableHidesPassword(t *testing.T) {
 func TestOpenURL(t *testing.T) {
 	srv := testserver.Etcd(t)
 	ctx := context.Background()
-	l, err := dlock.Open(ctx, srv.URL()+",127.0.0.1:1?prefix=custom/&dial_timeout=10s&ttl=3s")
+	l, err := dlock.Open(ctx, "etcd://"+srv.Endpoint+",127.0.0.1:1?prefix=custom/&dial_timeout=10s&ttl=3s&election_timeout=250ms")
 	if err != nil {
 		t.Fatal(err)
 	}
