@@ -28,6 +28,7 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 	if err != nil {
 		return driver.Grant{}, d.fail(ctx, err)
 	}
+	d.step("session")
 	resp, err := d.putIfFree(ctx, req, key, s.id)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The shared lease ended since it was last renewed: every key under
@@ -44,6 +45,7 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 	case resp.Succeeded:
 		return granted(resp.Header.Revision, s.secs, since), nil
 	}
+	d.step("put")
 	head := first(resp.Responses[0].GetResponseRange().Kvs)
 	if head == nil {
 		d.pool.done(key)

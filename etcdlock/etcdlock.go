@@ -101,6 +101,15 @@ type etcdDriver struct {
 	pool   *pool
 	// election is the cluster's election timeout; minTTL follows from it.
 	election, minTTL time.Duration
+	// hook, set only by tests, runs after each step of an acquire
+	// ("session", "put", "wait"), to inject failures between steps.
+	hook func(step string)
+}
+
+func (d *etcdDriver) step(name string) {
+	if d.hook != nil {
+		d.hook(name)
+	}
 }
 
 func newDriver(cli *clientv3.Client, cfg Config, closes bool) (*etcdDriver, error) {

@@ -35,6 +35,10 @@ func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (drive
 		}
 		return driver.Grant{}, d.fail(ctx, err)
 	}
+	if w.pred != nil {
+		w.planVerify(ctx)
+		d.step("wait")
+	}
 	for w.pred != nil && err == nil {
 		err = w.waitForPredecessor(ctx)
 	}
@@ -62,7 +66,45 @@ type waiter struct {
 	renewAt   time.Time        // when the lease is next renewed: a third of its TTL after the last renewal was sent
 	since     time.Time        // when the last grant or renewal of the lease was sent
 	holder    *mvccpb.KeyValue // the holder etcd last reported
-	heard     time.Time        // when etcd last answered a linearizable request of this waiter
+	// verifyAt, with a deadline, is when the waiter reads the queue once
+	// more, so that a wait that times out reports a holder etcd confirmed
+	// just before (confirmed: when that read answered).
+	verifyAt, confirmed time.Time
+}
+
+// verifyLead bounds how long before the deadline the final read is made.
+const (
+	minVerifyLead = 50 * time.Millisecond
+	maxVerifyLead = 500 * time.Millisecond
+)
+
+// planVerify schedules the final read a fifth of the wait (50 to 500 ms)
+// before ctx's deadline, if it has one.
+func (w *waiter) planVerify(ctx context.Context) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	lead := min(max(time.Until(dl)/5, minVerifyLead), maxVerifyLead)
+	w.verifyAt = dl.Add(-lead)
+}
+
+func (w *waiter) untilVerify() time.Duration {
+	if w.verifyAt.IsZero() || !w.confirmed.Before(w.verifyAt) {
+		return time.Hour
+	}
+	return max(time.Until(w.verifyAt), 0)
+}
+
+// verify reads the queue linearizably (the final read before the
+// deadline); gone is true when the predecessor changed meanwhile.
+func (w *waiter) verify(ctx context.Context) (gone bool, err error) {
+	prev := w.pred
+	if err := w.next(ctx, 0); err != nil {
+		return false, err
+	}
+	w.confirmed = time.Now()
+	return w.pred == nil || string(w.pred.Key) != string(prev.Key) || w.pred.CreateRevision != prev.CreateRevision, nil
 }
 
 // Watches that etcd 3.4 mistakes for catching-up ones are served by a loop
@@ -92,7 +134,6 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 		}
 		return nil, err
 	}
-	w.heard = time.Now()
 	w.rev, w.seen = resp.Header.Revision, resp.Header.Revision
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 2 {
 		w.pred = kvs[1]
@@ -112,6 +153,7 @@ func (w *waiter) put(ctx context.Context, req driver.Request, secs int64) (*clie
 	}
 	w.key, w.sess, w.lease, w.secs = key, s, s.id, s.secs
 	w.renewed(since)
+	w.d.step("session")
 	newest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
 	return w.d.cli.Txn(ctx).Then(
 		clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(s.id)),
@@ -144,6 +186,8 @@ func (w *waiter) waitForPredecessor(ctx context.Context) error {
 	defer renew.Stop()
 	guard := time.NewTimer(time.Hour)
 	defer guard.Stop()
+	verify := time.NewTimer(w.untilVerify())
+	defer verify.Stop()
 	for {
 		var gone bool
 		var err error
@@ -155,6 +199,8 @@ func (w *waiter) waitForPredecessor(ctx context.Context) error {
 			renew.Reset(time.Until(w.renewAt))
 		case <-guard.C:
 			gone, err = w.recheck(ctx)
+		case <-verify.C:
+			gone, err = w.verify(ctx)
 		case resp, ok := <-events:
 			gone, err = w.predecessorGone(ctx, resp, ok)
 		}
@@ -291,11 +337,11 @@ func (w *waiter) renewed(sent time.Time) {
 
 // abandon leaves the queue: the waiter's key is deleted in the
 // background, so that the call returns by ctx's deadline. When ctx ended
-// the wait, the error is ctx's, with the holder etcd last reported if the
-// waiter's lease renewals were all on time (one overdue by more than
-// TTL/12 means etcd has stopped answering, and the holder is then not
-// known); any other failure
-// is returned as is, without a holder.
+// the wait, the error is ctx's, with the holder only if etcd confirmed it
+// lately: at its deadline, by the final read made shortly before it
+// (planVerify); when canceled, by renewals all on time (one overdue by
+// more than TTL/12 means etcd has stopped answering). Otherwise, and on
+// any other failure, no holder is returned: it is not known.
 func (w *waiter) abandon(ctx context.Context, err error) (driver.Grant, error) {
 	w.d.pool.deleteLater(w.key)
 	cerr := ctxErr(ctx)
@@ -304,7 +350,11 @@ func (w *waiter) abandon(ctx context.Context, err error) (driver.Grant, error) {
 	}
 	var g driver.Grant
 	ttl := time.Duration(w.secs) * time.Second
-	if w.holder != nil && time.Now().Before(w.renewAt.Add(ttl/renewAgeDiv)) {
+	fresh := time.Now().Before(w.renewAt.Add(ttl / renewAgeDiv))
+	if errors.Is(cerr, context.DeadlineExceeded) && !w.verifyAt.IsZero() {
+		fresh = !w.confirmed.Before(w.verifyAt)
+	}
+	if w.holder != nil && fresh {
 		g.Holder = driver.Holder{Name: w.name, Owner: string(w.holder.Value), Fence: uint64(w.holder.CreateRevision), TTL: -1}
 	}
 	return g, w.d.fail(ctx, cerr)

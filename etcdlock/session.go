@@ -512,6 +512,7 @@ func (p *pool) close() {
 		ids = append(ids, id)
 	}
 	p.mu.Unlock()
+	p.cancel() // grants in flight and idle revocations: the revokes below cover them
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -519,6 +520,5 @@ func (p *pool) close() {
 		wg.Go(func() { _, _ = p.cli.Revoke(ctx, id) })
 	}
 	wg.Wait()
-	p.cancel()
 	p.wg.Wait()
 }
