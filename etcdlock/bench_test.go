@@ -162,3 +162,104 @@ func median(d []time.Duration) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ratioRounds is how many alternating rounds a ratio benchmark runs per
+// implementation: on a noisy machine, interleaving keeps both sides under
+// the same conditions.
+const ratioRounds = 6
+
+// BenchmarkUncontendedRatio: dlock (one Locker) and concurrency.Mutex (one
+// Session) in alternating rounds on one server and client, each round
+// b.N/ratioRounds cycles over g goroutines on distinct names. Reports both
+// rates and dlock's ratio to the Mutex (ratio, the goal being >= 0.9).
+func BenchmarkUncontendedRatio(b *testing.B) {
+	srv := testserver.Etcd(b)
+	cli := client(b, srv.Endpoint)
+	shared := newLocker(b, cli)
+	sess := newSession(b, cli)
+	for _, g := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			ims := impls(cli, func(*testing.B) *dlock.Locker { return shared }, func(*testing.B) *concurrency.Session { return sess })
+			cycles := make([]benchwork.Cycle, len(ims))
+			for i, im := range ims {
+				prefix := "ratio/" + b.Name() + "/" + im.name + "/"
+				fns := make(map[string]lockFunc, g)
+				for w := range g {
+					name := benchwork.Name(prefix, w)
+					fns[name] = im.make(b, name)
+				}
+				cycles[i] = func(ctx context.Context, name string) error {
+					unlock, err := fns[name](ctx)
+					if err != nil {
+						return err
+					}
+					return unlock(ctx)
+				}
+			}
+			per := max(b.N/ratioRounds, g)
+			done := make([]int, len(ims))
+			took := make([]time.Duration, len(ims))
+			b.ResetTimer()
+			for r := range ratioRounds {
+				for k := range ims {
+					i := (r + k) % len(ims) // alternate who goes first
+					c := benchwork.Run(b, per, g, "ratio/"+b.Name()+"/"+ims[i].name+"/", cycles[i])
+					done[i] += c.N - c.Failed
+					took[i] += c.Elapsed
+				}
+			}
+			b.StopTimer()
+			rate := func(i int) float64 { return float64(done[i]) / took[i].Seconds() }
+			b.ReportMetric(rate(0), "dlock-ops/s")
+			b.ReportMetric(rate(1), "mutex-ops/s")
+			b.ReportMetric(rate(0)/rate(1), "ratio")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkContendedRatio: 16 workers on one name (each with its own
+// Locker, or Session), dlock and concurrency.Mutex in alternating rounds
+// of b.N critical sections, with the latency of one Put measured before
+// each round. Reports both rates, their ratio (cs-ratio, the goal being
+// >= 2.5), dlock's handoff p50 and the Put p50 over all rounds, and their
+// ratio (handoff/put, the goal being <= 1.5).
+func BenchmarkContendedRatio(b *testing.B) {
+	srv := testserver.Etcd(b)
+	cli := client(b, srv.Endpoint)
+	const workers = 16
+	ims := impls(cli, func(b *testing.B) *dlock.Locker { return newLocker(b, cli) }, func(b *testing.B) *concurrency.Session { return newSession(b, cli) })
+	locks := make([][]lockFunc, len(ims))
+	for i, im := range ims {
+		name := "contended-ratio/" + im.name + "/" + newToken()
+		for range workers {
+			locks[i] = append(locks[i], im.make(b, name))
+		}
+	}
+	const rounds = 3
+	done := make([]int, len(ims))
+	took := make([]time.Duration, len(ims))
+	var handoffs, puts []time.Duration
+	for r := range rounds {
+		for k := range ims {
+			i := (r + k) % len(ims)
+			puts = append(puts, putLatency(b, cli))
+			c := benchwork.Contended(b, workers, func(ctx context.Context, worker int) (func(context.Context) error, error) {
+				return locks[i][worker](ctx)
+			})
+			done[i] += c.N
+			took[i] += c.Elapsed
+			if i == 0 {
+				handoffs = append(handoffs, c.Handoffs...)
+			}
+		}
+	}
+	rate := func(i int) float64 { return float64(done[i]) / took[i].Seconds() }
+	b.ReportMetric(rate(0), "dlock-cs/s")
+	b.ReportMetric(rate(1), "mutex-cs/s")
+	b.ReportMetric(rate(0)/rate(1), "cs-ratio")
+	b.ReportMetric(ms(median(handoffs)), "handoff-p50-ms")
+	b.ReportMetric(ms(median(puts)), "put-p50-ms")
+	b.ReportMetric(float64(median(handoffs))/float64(median(puts)), "handoff/put")
+	b.ReportMetric(0, "ns/op")
+}

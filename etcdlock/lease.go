@@ -151,7 +151,8 @@ func (d *etcdDriver) renewLease(ctx context.Context, id clientv3.LeaseID) error 
 }
 
 // Release deletes token's key if it still exists, which wakes the next
-// waiter (it watches this key). The shared lease stays for other keys. If
+// waiter (it watches this key). The key's slot belongs to this token until
+// now (pool.register), so a plain delete is token-checked. The shared lease stays for other keys. If
 // the delete fails, the key is deleted at the lease's next renewal, or
 // ends with the lease.
 func (d *etcdDriver) Release(ctx context.Context, name, token string) error {
@@ -159,17 +160,14 @@ func (d *etcdDriver) Release(ctx context.Context, name, token string) error {
 	if !ok {
 		return d.notHeld(ctx, name)
 	}
-	resp, err := d.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
+	resp, err := d.cli.Delete(ctx, key)
 	if err != nil {
 		d.pool.abandon(key)
 		return d.fail(ctx, err)
 	}
 	ended := d.pool.done(key)
 	switch {
-	case resp.Succeeded:
+	case resp.Deleted > 0:
 		return nil
 	case ended:
 		return driver.ErrSessionEnded

@@ -135,6 +135,9 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 		return nil, err
 	}
 	w.rev, w.seen = resp.Header.Revision, resp.Header.Revision
+	if resp.Succeeded {
+		return w, nil // nobody else: the waiter holds the lock
+	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 2 {
 		w.pred = kvs[1]
 	}
@@ -143,8 +146,9 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 }
 
 // put takes the shared lease and, in one transaction, puts the waiter's
-// key under it and reads the two newest contenders (itself and its
-// predecessor) and the holder.
+// key under it and, unless the name had no key (the uncontended case:
+// Succeeded, and nothing to read), reads the two newest contenders
+// (itself and its predecessor) and the holder.
 func (w *waiter) put(ctx context.Context, req driver.Request, secs int64) (*clientv3.TxnResponse, error) {
 	dir := w.d.keys.dir(req.Name)
 	key, s, since, err := w.d.pool.get(ctx, secs, claimOf(req.Name, req.Token), dir)
@@ -155,11 +159,12 @@ func (w *waiter) put(ctx context.Context, req driver.Request, secs int64) (*clie
 	w.renewed(since)
 	w.d.step("session")
 	newest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
-	return w.d.cli.Txn(ctx).Then(
-		clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(s.id)),
-		clientv3.OpGet(dir, newest...),
-		clientv3.OpGet(dir, clientv3.WithFirstCreate()...),
-	).Commit()
+	put := clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(s.id))
+	return w.d.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
+		Then(put).
+		Else(put, clientv3.OpGet(dir, newest...), clientv3.OpGet(dir, clientv3.WithFirstCreate()...)).
+		Commit()
 }
 
 // waitForPredecessor waits until pred is deleted, then finds the next
@@ -232,7 +237,10 @@ func (w *waiter) predecessorGone(ctx context.Context, resp clientv3.WatchRespons
 		return w.recheck(ctx)
 	}
 	for _, ev := range resp.Events {
-		if ev.Type == clientv3.EventTypeDelete {
+		// A deletion at or before seen is of an older generation of the
+		// key (keys are reused, see pool.register), seen from a member
+		// whose watch started behind: pred still existed at seen.
+		if ev.Type == clientv3.EventTypeDelete && ev.Kv.ModRevision > w.seen {
 			return true, w.moveOn(ctx, ev.Kv.ModRevision)
 		}
 	}
