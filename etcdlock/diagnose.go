@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,9 @@ func (d *etcdDriver) statuses(ctx context.Context, eps []string) []memberStatus 
 			ctx, cancel := context.WithTimeout(ctx, diagnoseTimeout)
 			defer cancel()
 			out[i].resp, out[i].err = d.cli.Status(ctx, ep)
+			if out[i].err != nil {
+				out[i].err = fmt.Errorf("%s", describe(ctx, whyNot(ctx, ep, out[i].err), diagnoseTimeout, ""))
+			}
 		})
 	}
 	wg.Wait()
@@ -62,7 +66,7 @@ func endpointFinding(ep string, st memberStatus) driver.Finding {
 	f := driver.Finding{Check: "etcd endpoint " + ep}
 	if st.err != nil {
 		f.Verdict = driver.VerdictWarn
-		f.Detail = fmt.Sprintf("not reached within %s: %v", diagnoseTimeout, st.err)
+		f.Detail = fmt.Sprintf("not reached: %v", st.err)
 		f.Fix = "check that the member runs and is reachable from here; locks keep working while a quorum of members is reachable"
 		return f
 	}
@@ -124,6 +128,9 @@ func (d *etcdDriver) membersFinding(ctx context.Context) driver.Finding {
 	}
 	n := len(resp.Members)
 	f.Detail = fmt.Sprintf("%d members", n)
+	if n == 1 {
+		f.Detail = "1 member"
+	}
 	switch {
 	case n == 1:
 		f.Verdict = driver.VerdictWarn
@@ -151,3 +158,20 @@ func (d *etcdDriver) ttlFinding() driver.Finding {
 }
 
 var _ driver.Diagnoser = (*etcdDriver)(nil)
+
+// whyNot finds the cause of a failed request to ep when the client only
+// said that the deadline passed: a TCP connection attempt tells "connection
+// refused" from a member that accepts connections but does not answer.
+func whyNot(ctx context.Context, ep string, err error) error {
+	if !isCtxErr(err) {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout/4)
+	defer cancel()
+	conn, derr := (&net.Dialer{}).DialContext(dctx, "tcp", ep)
+	if derr != nil {
+		return derr
+	}
+	_ = conn.Close()
+	return err
+}

@@ -169,7 +169,7 @@ func anyEndpoint(ctx context.Context, endpoints []string, what string, timeout t
 		go func() {
 			err := try(ctx, ep)
 			if err != nil {
-				err = fmt.Errorf("%s: %s", ep, describe(ctx, err, timeout))
+				err = fmt.Errorf("%s: %s", ep, describe(ctx, err, timeout, " (dial_timeout)"))
 			}
 			errs <- err
 		}()
@@ -192,13 +192,13 @@ func anyEndpoint(ctx context.Context, endpoints []string, what string, timeout t
 }
 
 // describe says why one endpoint failed, in a few words.
-func describe(ctx context.Context, err error, timeout time.Duration) string {
+func describe(ctx context.Context, err error, timeout time.Duration, what string) string {
 	var op *net.OpError
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused"
 	case isCtxErr(err) || ctx.Err() != nil:
-		return fmt.Sprintf("no answer within %s (dial_timeout)", timeout)
+		return fmt.Sprintf("no answer within %s%s", timeout, what)
 	case errors.As(err, &op) && op.Err != nil:
 		return op.Err.Error()
 	}
