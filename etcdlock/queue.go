@@ -112,8 +112,20 @@ func (w *waiter) verify(ctx context.Context) (gone bool, err error) {
 // line looks at its predecessor itself during that window.
 const (
 	syncInterval = 100 * time.Millisecond
-	guardEvery   = 30 * time.Millisecond
+	guardEvery   = 10 * time.Millisecond
+	guardBehind  = 25 * time.Millisecond
 )
+
+// guardEvery is how often the waiter looks at its predecessor itself while
+// its watch may still be a catching-up one: every guardEvery when next in
+// line, every guardBehind otherwise (its predecessor may become the holder
+// and leave before the watch catches up, but less soon).
+func (w *waiter) guardEvery() time.Duration {
+	if w.predHolds {
+		return guardEvery
+	}
+	return guardBehind
+}
 
 // enqueue grants the waiter's lease and, in one transaction, puts its key
 // and reads the two newest contenders: itself and its predecessor.
@@ -212,8 +224,8 @@ func (w *waiter) waitForPredecessor(ctx context.Context) error {
 		if err != nil || gone {
 			return err
 		}
-		if w.predHolds && !w.watched.IsZero() && time.Since(w.watched) < syncInterval {
-			guard.Reset(guardEvery)
+		if !w.watched.IsZero() && time.Since(w.watched) < syncInterval+guardEvery {
+			guard.Reset(w.guardEvery())
 		}
 	}
 }
@@ -249,9 +261,14 @@ func (w *waiter) predecessorGone(ctx context.Context, resp clientv3.WatchRespons
 
 // recheck looks the predecessor up again; if it is gone, w moves on.
 func (w *waiter) recheck(ctx context.Context) (bool, error) {
-	resp, err := w.d.cli.Get(ctx, string(w.pred.Key), clientv3.WithKeysOnly())
+	// A serializable read (no quorum round): the member's state is
+	// conclusive only if it includes seen, where pred still existed.
+	resp, err := w.d.cli.Get(ctx, string(w.pred.Key), clientv3.WithKeysOnly(), clientv3.WithSerializable())
 	if err != nil {
 		return false, err
+	}
+	if resp.Header.Revision < w.seen {
+		return false, nil
 	}
 	if len(resp.Kvs) > 0 && resp.Kvs[0].CreateRevision == w.pred.CreateRevision {
 		w.seen = resp.Header.Revision
