@@ -2,76 +2,97 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// TryAcquire makes one attempt: it grants a lease and, in one transaction,
-// puts the token's key under it only if the name has no key at all (no
-// holder, no waiter). Otherwise it revokes the unused lease and returns
-// the holder. A key left by an earlier attempt of the same token whose
-// reply was lost is recognised as a grant.
+// TryAcquire makes one attempt: in one transaction, it puts the token's key
+// under the driver's shared lease for the TTL only if the name has no key
+// at all (no holder, no waiter); otherwise it reads the holder. A key left
+// by an earlier attempt of the same token whose reply was lost is
+// recognised as a grant. Acquired is false only when etcd answered that
+// another key holds the name; every failure is an error.
 func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	secs, err := leaseSeconds(req.TTL)
+	secs, err := d.leaseSeconds(req.TTL)
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	lease, err := d.cli.Grant(ctx, secs)
+	claim, dir := claimOf(req.Name, req.Token), d.keys.dir(req.Name)
+	key, s, since, err := d.pool.get(ctx, secs, claim, dir)
 	if err != nil {
-		return driver.Grant{}, err
+		return driver.Grant{}, d.fail(ctx, err)
 	}
-	resp, err := d.putIfFree(ctx, req, lease.ID)
-	if err != nil || !resp.Succeeded {
-		d.revoke(ctx, lease.ID)
+	d.step("session")
+	resp, err := d.putIfFree(ctx, req, key, s.id)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The shared lease ended since it was last renewed: every key under
+		// it is gone. Take a new one, once.
+		d.pool.gone(s)
+		if key, s, since, err = d.pool.get(ctx, secs, claim, dir); err != nil {
+			return driver.Grant{}, d.fail(ctx, err)
+		}
+		resp, err = d.putIfFree(ctx, req, key, s.id)
 	}
 	switch {
 	case err != nil:
-		return driver.Grant{}, err
+		return driver.Grant{}, d.fail(ctx, err) // the key stays registered: the outcome is unknown
 	case resp.Succeeded:
-		return granted(resp.Header.Revision, lease.TTL), nil
+		return granted(resp.Header.Revision, s.secs, since), nil
 	}
+	d.step("put")
 	head := first(resp.Responses[0].GetResponseRange().Kvs)
-	if head != nil && string(head.Key) == d.keys.key(req.Name, req.Token) {
-		return granted(head.CreateRevision, secs), nil
+	if head == nil {
+		d.pool.done(key)
+		return driver.Grant{}, errors.New("etcd: the name had a contender but none was read in the same transaction")
 	}
+	if string(head.Key) == key {
+		return d.recognised(ctx, key, head)
+	}
+	d.pool.done(key)
 	return driver.Grant{Holder: d.holder(ctx, req.Name, head)}, nil
+}
+
+// recognised is the grant of a key an earlier attempt of the same token
+// created: its TTL counts from its own lease's last renewal.
+func (d *etcdDriver) recognised(ctx context.Context, key string, kv *mvccpb.KeyValue) (driver.Grant, error) {
+	s := d.pool.sessionOf(key)
+	if s == nil || s.id != clientv3.LeaseID(kv.Lease) {
+		return driver.Grant{}, fmt.Errorf("etcd: this token's key %q is under lease %x, which this driver does not keep", key, kv.Lease)
+	}
+	return granted(kv.CreateRevision, s.secs, d.pool.sinceOf(s)), nil
 }
 
 // putIfFree puts the token's key under lease if the name has no key at
 // all; otherwise it reads the holder.
-func (d *etcdDriver) putIfFree(ctx context.Context, req driver.Request, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+func (d *etcdDriver) putIfFree(ctx context.Context, req driver.Request, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
 	dir := d.keys.dir(req.Name)
 	return d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(d.keys.key(req.Name, req.Token), req.Owner, clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(key, req.Owner, clientv3.WithLease(lease))).
 		Else(clientv3.OpGet(dir, clientv3.WithFirstCreate()...)).
 		Commit()
 }
 
-// granted is the Grant of a key created at rev under a lease of secs.
-func granted(rev, secs int64) driver.Grant {
-	return driver.Grant{Acquired: true, Fence: uint64(rev), TTL: time.Duration(secs) * time.Second}
+// claimOf identifies one Acquire call's claim on name (its token).
+func claimOf(name, token string) string { return name + "\x00" + token }
+
+// granted is the Grant of a key created at rev under a lease of secs whose
+// TTL started counting at since.
+func granted(rev, secs int64, since time.Time) driver.Grant {
+	return driver.Grant{Acquired: true, Fence: uint64(rev), TTL: time.Duration(secs) * time.Second, Since: since}
 }
 
-// revoke revokes an unused lease, best effort: if it fails the lease
-// expires by itself, and any key under it with it.
-func (d *etcdDriver) revoke(ctx context.Context, id clientv3.LeaseID) {
-	ctx, cancel := detached(ctx)
-	defer cancel()
-	_, _ = d.cli.Revoke(ctx, id)
-}
-
-// holder describes the contender kv (nil: nobody); the TTL left is the
-// lease's, in whole seconds, or -1 when unknown.
+// holder describes the contender kv, which etcd reported; the TTL left is
+// its lease's, in whole seconds, or -1 when that lookup fails (the holder
+// itself is known).
 func (d *etcdDriver) holder(ctx context.Context, name string, kv *mvccpb.KeyValue) driver.Holder {
-	h := driver.Holder{Name: name, TTL: -1}
-	if kv == nil {
-		return h
-	}
-	h.Owner, h.Fence = string(kv.Value), uint64(kv.CreateRevision)
+	h := driver.Holder{Name: name, TTL: -1, Owner: string(kv.Value), Fence: uint64(kv.CreateRevision)}
 	ttl, err := d.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 	if err == nil && ttl.TTL >= 0 {
 		h.TTL = time.Duration(ttl.TTL) * time.Second

@@ -35,10 +35,14 @@ func (d *etcdDriver) Inspect(ctx context.Context, name string) (driver.Holder, b
 		return driver.Holder{}, false, err
 	}
 	head := first(resp.Kvs)
-	return d.holder(ctx, name, head), head != nil, nil
+	if head == nil {
+		return driver.Holder{Name: name, TTL: -1}, false, nil
+	}
+	return d.holder(ctx, name, head), true, nil
 }
 
-// ForceRelease deletes the holder's key and revokes its lease. No separate counter is needed: the next
+// ForceRelease deletes the holder's key (not its lease, which other locks
+// of the holder's driver may share). No separate counter is needed: the next
 // grant's fence is its key's create revision, which is greater than the
 // revision of this delete, returned as the new fence. When the name is
 // free the current revision is returned.
@@ -57,7 +61,6 @@ func (d *etcdDriver) ForceRelease(ctx context.Context, name string) (driver.Hold
 	if err != nil {
 		return driver.Holder{}, false, 0, err
 	}
-	d.revoke(ctx, clientv3.LeaseID(head.Lease))
 	// Deleted is 0 when the holder left meanwhile: nobody was evicted.
 	return h, del.Deleted > 0, uint64(del.Header.Revision), nil
 }

@@ -2,10 +2,12 @@ package etcdlock_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/etcdlock"
 	"github.com/dlockdev/dlock/internal/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -17,8 +19,8 @@ func TestClusterMemberStopped(t *testing.T) {
 	c := testserver.EtcdCluster(t, 3)
 	cli := client(t, c.Endpoints...)
 	ctx := context.Background()
-	const ttl = 6 * time.Second
-	l := locker(t, c.Endpoints...)
+	ttl := etcdlock.MinTTLFor(c.ElectionTimeout)
+	l := lockerWith(t, c.ElectionTimeout, c.Endpoints...)
 	ls, err := l.Acquire(ctx, "cluster", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +28,7 @@ func TestClusterMemberStopped(t *testing.T) {
 	leader := leaderOf(t, cli, c)
 	// The control: a holder whose client knows only the stopped member
 	// cannot refresh, and must hear that its lease is lost.
-	alone, err := locker(t, leader.Endpoint).Acquire(ctx, "cluster-control", dlock.WithTTL(ttl))
+	alone, err := lockerWith(t, c.ElectionTimeout, leader.Endpoint).Acquire(ctx, "cluster-control", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestClusterMemberStopped(t *testing.T) {
 	default:
 		t.Errorf("the lease of a client that can reach no member was not declared lost")
 	}
-	other := locker(t, survivors(c, leader)...)
+	other := lockerWith(t, c.ElectionTimeout, survivors(c, leader)...)
 	if _, err := other.TryAcquire(ctx, "cluster", dlock.WithTTL(ttl)); err == nil {
 		t.Fatal("a second holder acquired the lock while the first still held it")
 	}
@@ -83,4 +85,56 @@ func survivors(c *testserver.EtcdClusterServer, gone *testserver.EtcdServer) []s
 		}
 	}
 	return eps
+}
+
+// electionTrials runs trials of a leader kill under a held lock of the
+// given TTL on c, the kill landing at a different point of the refresh
+// cycle each time, and returns how many trials kept the lock.
+func electionTrials(t *testing.T, c *testserver.EtcdClusterServer, cfgElection, ttl time.Duration, trials int) int {
+	cli := client(t, c.Endpoints...)
+	kept := 0
+	for i := range trials {
+		waitLeader(t, c)
+		l := lockerWith(t, cfgElection, c.Endpoints...)
+		ls, err := l.Acquire(context.Background(), fmt.Sprintf("election/%s/%d", ttl, i), dlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i) * ttl / 3 / time.Duration(trials))
+		leader := leaderOf(t, cli, c)
+		leader.Kill()
+		select {
+		case <-ls.Done():
+			t.Logf("TTL %s, trial %d: lock lost after the leader was killed: %v", ttl, i+1, ls.Err())
+		case <-time.After(ttl + ttl/2):
+			kept++
+			_ = ls.Release(context.Background())
+		}
+		leader.Start()
+		_ = l.Close()
+	}
+	return kept
+}
+
+// TestLeaderElectionKeepsLock: with the minimum TTL for the cluster's
+// election timeout (8 s for etcd's default 1 s), killing the leader under
+// a held lock never loses it (5 trials). The control takes 3 s TTLs on
+// the same cluster (claiming a short election timeout to be allowed to),
+// which the issue saw lose the lock in 3 of 5 trials: its count is
+// reported, not asserted (it depends on timing).
+func TestLeaderElectionKeepsLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 2 minutes of leader kills")
+	}
+	c := testserver.EtcdCluster(t, 3)
+	const trials = 5
+	ttl := etcdlock.MinTTLFor(c.ElectionTimeout)
+	kept := electionTrials(t, c, c.ElectionTimeout, ttl, trials)
+	t.Logf("TTL %s (election timeout %s): %d of %d trials kept the lock through a leader kill", ttl, c.ElectionTimeout, kept, trials)
+	if kept != trials {
+		t.Errorf("TTL %s lost the lock in %d of %d leader elections", ttl, trials-kept, trials)
+	}
+	short := 3 * time.Second
+	ctl := electionTrials(t, c, c.ElectionTimeout*3/8, short, trials)
+	t.Logf("control: TTL %s: %d of %d trials kept the lock", short, ctl, trials)
 }

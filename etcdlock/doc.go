@@ -3,41 +3,67 @@
 // free with etcd's revision counter.
 //
 // Each contender for a lock NAME (the holder and every waiter) owns one key,
-// PREFIX/escape(NAME)/TOKEN, bound to an etcd lease of its own. The key
-// with the smallest create revision holds the lock; the others wait in
-// create-revision order, each watching only the key just before its own, so
-// a release wakes exactly one waiter (no thundering herd). The same layout
-// as etcd's concurrency.Mutex, with two differences:
+// PREFIX/escape(NAME)/LEASE-SLOT. The key with the smallest create revision
+// holds the lock; the others wait in create-revision order, each watching
+// only the key just before its own, so a release wakes exactly one waiter
+// (no thundering herd). The layout of etcd's concurrency.Mutex, with these
+// differences:
 //
+//   - one shared etcd lease per driver and TTL, like a
+//     concurrency.Session, granted lazily: an acquire is one write (a
+//     compare-and-put; uncontended, it reads nothing) and a release one
+//     delete, as with the Mutex. The lease is renewed by the portable
+//     watchdog's refreshes (one KeepAliveOnce per distinct lease per batch,
+//     see RefreshBatch), by a waiter while it waits, and by an acquire
+//     that finds it last renewed more than TTL/12 ago; it is revoked a
+//     third of a TTL after its last key went, and by Close. No clientv3
+//     KeepAlive goroutine runs, and no lease or goroutine outlives Close;
+//   - each key still keeps its own TTL: the driver remembers when each
+//     key's holder last asked for it (grant, refresh, a waiter's renewal),
+//     and every renewal of the shared lease first deletes the keys nobody
+//     asked for within a TTL (a lease the watchdog declared lost, a lock
+//     without auto-refresh, a release that failed). A lock's key thus ends
+//     at most a third of its TTL later than it would under a lease of its
+//     own, and a lost shared lease ends every lock under it (their
+//     refreshes report driver.ErrSessionEnded);
+//   - keys are reused from one grant to the next (SLOT tells apart one
+//     driver's concurrent contenders for one name): etcd keeps every
+//     deleted key in its index until a compaction, and a key per grant
+//     made every read of a lock's directory slower with each grant;
 //   - a waiter's watch starts at the server's current revision, not at a
 //     revision the server has already passed. etcd 3.4 serves such a
 //     "catching up" watch from a loop that runs every 100 ms, which caps
-//     concurrency.Mutex at about one grant per waiter per 100 ms (160
-//     critical sections per second for 16 waiters). The next waiter in line
-//     also looks at the holder's key itself a few times during its watch's
-//     first 100 ms, for the rare watch etcd still starts late. Woken by the
+//     concurrency.Mutex at about one grant per waiter per 100 ms. etcd
+//     still starts a watch late when a write lands while it creates it,
+//     which under contention is often, so during its watch's first 100 ms
+//     a waiter also looks at its predecessor itself (a serializable read
+//     every 10 ms when next in line, every 25 ms otherwise). Woken by the
 //     holder's release, it holds the lock without another round trip (see
-//     moveOn in queue.go); woken by a waiter leaving, it reads the queue at
-//     the revision of that deletion, from the member that reported it,
-//     without a quorum round. See the benchmarks;
-//   - no clientv3 KeepAlive goroutine runs: the portable layer's watchdog
-//     renews each lease with one KeepAliveOnce per refresh (a waiter renews
-//     its own while it waits), so nothing outlives a lease.
+//     moveOn in queue.go).
 //
-// Use New with your own *clientv3.Client, or dlock.Open with an etcd URL.
-// Leases are whole seconds and at least MinTTL (2 s): etcd 3.4 silently
-// turns 0, -1 and 1 s into 2 s, so shorter TTLs are refused up front.
+// Use New with your own *clientv3.Client, NewWithConfig to say the
+// cluster's election timeout, or dlock.Open with an etcd URL. Leases are
+// whole seconds and at least MinTTLFor(election timeout): 8 s for etcd's
+// default 1 s election timeout (see MinTTLFor for why), never less than
+// MinTTL (2 s, etcd's own floor, which it applies silently).
 //
 // # URLs
 //
-//	etcd://[user[:password]@]host:port[,host:port...][?prefix=P&dial_timeout=D]
+//	etcd://[user[:password]@]host:port[,host:port...][?prefix=P&dial_timeout=D&election_timeout=E]
 //
 // lists the client endpoints of one cluster (IPv6 literals are not
 // supported in the list; use host names). Query keys: prefix, the etcd key
-// prefix (default DefaultPrefix, "dlock/"); dial_timeout, the bound on the
-// first connection (default 5 s); and dlock's own ttl, wait and owner. Any
-// other key is an error. TLS endpoints need a client built by the caller
-// and New. The password is sent to etcd's auth and never appears in errors.
+// prefix (default DefaultPrefix, "dlock/"); dial_timeout, how long Open
+// waits for some endpoint to answer (default DefaultDialTimeout, 2 s);
+// election_timeout, the cluster's --election-timeout (default 1 s), which
+// sets the minimum TTL; and dlock's own ttl, wait and owner. Any other key
+// is an error. Open connects to every endpoint at once and fails within
+// dial_timeout unless one answers, naming each endpoint and its cause
+// ("connection refused" at once; "no answer within 2s" for a member that
+// accepts connections but does not answer). TLS endpoints need a client
+// built by the caller and New. The password is sent to etcd's auth and
+// never appears in errors; a failed authentication or a permission denied
+// is marked driver.Permanent, so that waits stop at once.
 //
 // # Fencing tokens
 //
@@ -46,11 +72,12 @@
 // it is replicated through Raft with the write, so every member agrees on
 // it, and it never goes back, not on leader change, restart, or compaction.
 // A key is granted only once every key for the name created before it is
-// gone, and any key created later has a greater create revision, so grants
-// of one name get strictly increasing fences across release, expiry (the
-// lease's keys are deleted by a write like any other), takeover and
-// ForceRelease, whose delete happens at a revision lower than any later
-// grant's and is returned as the new fence. Fences are not consecutive.
+// gone, and any key created later, including the same key created again
+// (keys are reused), has a greater create revision, so grants of one name
+// get strictly increasing fences across release, expiry (the lease's keys
+// are deleted by a write like any other), takeover and ForceRelease, whose
+// delete happens at a revision lower than any later grant's and is
+// returned as the new fence. Fences are not consecutive.
 //
 // # Guarantees
 //
@@ -61,8 +88,28 @@
 // watchdog declares the lease lost before the server-side TTL ends it. A
 // holder that pauses for longer than its TTL (GC, SIGSTOP) may still act
 // after its lease ended, as with every lease: fence the protected writes.
-// Waiters are served in arrival order (create revision). A waiter renews
-// its own lease while it waits; if that or its watch fails (etcd
-// unreachable), it leaves the queue and its Acquire fails with the backend
-// error rather than waiting blind.
+//
+// A leader election stops all writes and renewals for up to two election
+// timeouts. The watchdog refreshes a third of a TTL after the last
+// confirmed renewal, retries every TTL/12 and gives the lease up when two
+// thirds have passed, so a TTL below 8 election timeouts can lose a
+// healthy lock during an ordinary election (3 s with etcd's default 1 s:
+// lost in 3 of 5 trials). The driver therefore refuses TTLs below
+// MinTTLFor(election timeout). It cannot read the members'
+// --election-timeout over the client API: it assumes etcd's default, 1 s,
+// unless the URL's election_timeout or Config.ElectionTimeout says
+// otherwise. Saying a shorter one than the cluster's allows TTLs that an
+// election can break.
+//
+// An outage never reads as contention: Acquired is false only when etcd
+// answered that another key holds the name; any failure (a frozen or
+// unreachable member, a lost quorum) is an error, returned by the caller's
+// deadline (clean-up that cannot finish by then, such as deleting an
+// abandoned waiter's key, continues in the background, and failing that,
+// at the shared lease's next renewal, or with the lease). A wait that
+// reaches its deadline reports the holder only if etcd confirmed it in a
+// last read shortly before the deadline. Waiters are served in arrival
+// order (create revision). A waiter renews the shared lease while it
+// waits; if that or its watch fails, it leaves the queue and its Acquire
+// fails with the backend error rather than waiting blind.
 package etcdlock

@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -13,25 +12,80 @@ import (
 // Scheme is the URL scheme this package registers: etcd://host:port[,...].
 const Scheme = "etcd"
 
-// MinTTL is the shortest lease this driver grants. etcd 3.4 silently turns
-// a lease TTL of 0, -1 or 1 s into 2 s (its minimum is 1.5 election
-// timeouts, rounded up), so a shorter TTL is refused rather than trusted.
+// MinTTL is the shortest lease this driver ever grants, whatever the
+// election timeout: etcd 3.4 silently turns a lease TTL of 0, -1 or 1 s
+// into 2 s (its minimum is 1.5 election timeouts, rounded up), so a
+// shorter TTL is refused rather than trusted. The minimum a Locker
+// enforces is usually higher: see MinTTLFor.
 const MinTTL = 2 * time.Second
+
+// DefaultElectionTimeout is the election timeout the driver assumes of the
+// cluster unless told otherwise (Config.ElectionTimeout, the URL's
+// election_timeout): etcd's default --election-timeout. A member's setting
+// cannot be read over the client API.
+const DefaultElectionTimeout = time.Second
+
+// electionsPerTTL is how many election timeouts a TTL must span (MinTTLFor).
+const electionsPerTTL = 8
+
+// MinTTLFor is the shortest TTL that survives an ordinary leader election
+// of a cluster with this election timeout: 8 election timeouts, rounded up
+// to whole seconds, and at least MinTTL (8 s for etcd's default 1 s).
+//
+// Why 8: the watchdog refreshes a lease a third of its TTL after its last
+// confirmed renewal, retries every TTL/12, and declares it lost when two
+// thirds have passed without a confirmation, so refreshes have TTL/3 -
+// TTL/12 = TTL/4 to get through. A leader killed mid-hold is replaced
+// within two election timeouts (followers wait one election timeout
+// without heartbeats, plus a random part of up to one more, then vote),
+// during which no renewal is confirmed. TTL/4 >= 2 election timeouts gives
+// TTL >= 8 election timeouts. Shorter TTLs lose healthy locks during an
+// election: with 1 s, a 3 s TTL lost the lock in 3 of 5 trials.
+func MinTTLFor(electionTimeout time.Duration) time.Duration {
+	if electionTimeout <= 0 {
+		electionTimeout = DefaultElectionTimeout
+	}
+	ttl := electionsPerTTL * electionTimeout
+	if r := ttl % time.Second; r != 0 {
+		ttl += time.Second - r
+	}
+	return max(ttl, MinTTL)
+}
+
+// Config tunes a driver built by NewWithConfig. The zero value is New's.
+type Config struct {
+	// Prefix is the etcd key prefix of the locks (default DefaultPrefix).
+	// Lockers that should see each other's locks must use the same one.
+	Prefix string
+	// ElectionTimeout is the cluster's --election-timeout (default
+	// DefaultElectionTimeout); it sets the minimum TTL (MinTTLFor).
+	ElectionTimeout time.Duration
+}
 
 func init() { dlock.Register(Scheme, open) }
 
 // New returns a Locker whose locks live in etcd under DefaultPrefix, reached
-// through cli. The Locker never closes cli. opts become its defaults; a TTL
-// must be whole seconds, at least MinTTL (the Locker rounds up to seconds).
+// through cli, on a cluster with the default election timeout. The Locker
+// never closes cli. opts become its defaults; a TTL must be at least
+// MinTTLFor(DefaultElectionTimeout), 8 s (the Locker rounds up to whole
+// seconds).
 func New(cli *clientv3.Client, opts ...dlock.Option) (*dlock.Locker, error) {
-	return NewWithPrefix(cli, DefaultPrefix, opts...)
+	return NewWithConfig(cli, Config{}, opts...)
 }
 
 // NewWithPrefix is New with the locks under the etcd key prefix instead of
 // DefaultPrefix. Lockers that should see each other's locks must use the
 // same prefix.
 func NewWithPrefix(cli *clientv3.Client, prefix string, opts ...dlock.Option) (*dlock.Locker, error) {
-	d, err := newDriver(cli, prefix, false)
+	if prefix == "" {
+		return nil, fmt.Errorf("%w: empty etcd key prefix (the default is %q)", dlock.ErrInvalidArgument, DefaultPrefix)
+	}
+	return NewWithConfig(cli, Config{Prefix: prefix}, opts...)
+}
+
+// NewWithConfig is New with cfg's prefix and election timeout.
+func NewWithConfig(cli *clientv3.Client, cfg Config, opts ...dlock.Option) (*dlock.Locker, error) {
+	d, err := newDriver(cli, cfg, false)
 	if err != nil {
 		return nil, err
 	}
@@ -44,25 +98,50 @@ type etcdDriver struct {
 	cli    *clientv3.Client
 	keys   keyspace
 	closes bool // the client was built from a URL and is ours to close
+	pool   *pool
+	// election is the cluster's election timeout; minTTL follows from it.
+	election, minTTL time.Duration
+	// hook, set only by tests, runs after each step of an acquire
+	// ("session", "put", "wait"), to inject failures between steps.
+	hook func(step string)
 }
 
-func newDriver(cli *clientv3.Client, prefix string, closes bool) (*etcdDriver, error) {
+func (d *etcdDriver) step(name string) {
+	if d.hook != nil {
+		d.hook(name)
+	}
+}
+
+func newDriver(cli *clientv3.Client, cfg Config, closes bool) (*etcdDriver, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("%w: nil *clientv3.Client", dlock.ErrInvalidArgument)
 	}
-	if prefix == "" {
-		return nil, fmt.Errorf("%w: empty etcd key prefix (the default is %q)", dlock.ErrInvalidArgument, DefaultPrefix)
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
 	}
-	return &etcdDriver{cli: cli, keys: keyspace{prefix: prefix}, closes: closes}, nil
+	if cfg.ElectionTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative etcd election timeout %s", dlock.ErrInvalidArgument, cfg.ElectionTimeout)
+	}
+	if cfg.ElectionTimeout == 0 {
+		cfg.ElectionTimeout = DefaultElectionTimeout
+	}
+	return &etcdDriver{
+		cli: cli, keys: keyspace{prefix: cfg.Prefix}, closes: closes, pool: newPool(cli),
+		election: cfg.ElectionTimeout, minTTL: MinTTLFor(cfg.ElectionTimeout),
+	}, nil
 }
 
-// Capabilities reports etcd's whole-second leases of at least MinTTL.
+// Capabilities reports etcd's whole-second leases of at least
+// MinTTLFor(the election timeout).
 func (d *etcdDriver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{MinTTL: MinTTL, TTLGranularity: time.Second}
+	return driver.Capabilities{MinTTL: d.minTTL, TTLGranularity: time.Second}
 }
 
-// Close closes the client when it was opened from a URL.
+// Close revokes the driver's shared leases (deleting any key still under
+// them), waits for its background work, and closes the client when it was
+// opened from a URL.
 func (d *etcdDriver) Close() error {
+	d.pool.close()
 	if d.closes {
 		return d.cli.Close()
 	}
@@ -70,26 +149,23 @@ func (d *etcdDriver) Close() error {
 }
 
 // leaseSeconds validates ttl as an etcd lease length.
-func leaseSeconds(ttl time.Duration) (int64, error) {
-	if ttl < MinTTL || ttl%time.Second != 0 {
-		return 0, fmt.Errorf("%w: ttl %s: etcd leases are whole seconds, at least %s", dlock.ErrInvalidArgument, ttl, MinTTL)
+func (d *etcdDriver) leaseSeconds(ttl time.Duration) (int64, error) {
+	if ttl < d.minTTL || ttl%time.Second != 0 {
+		return 0, fmt.Errorf("%w: ttl %s: etcd leases are whole seconds, at least %s for an election timeout of %s", dlock.ErrInvalidArgument, ttl, d.minTTL, d.election)
 	}
 	return int64(ttl / time.Second), nil
 }
 
 // Compile-time checks of the optional interfaces.
 var (
-	_ driver.Queuer        = (*etcdDriver)(nil)
-	_ driver.Lister        = (*etcdDriver)(nil)
-	_ driver.ForceReleaser = (*etcdDriver)(nil)
-	_ driver.Describer     = (*etcdDriver)(nil)
+	_ driver.Queuer         = (*etcdDriver)(nil)
+	_ driver.Lister         = (*etcdDriver)(nil)
+	_ driver.ForceReleaser  = (*etcdDriver)(nil)
+	_ driver.Describer      = (*etcdDriver)(nil)
+	_ driver.BatchRefresher = (*etcdDriver)(nil)
+	_ driver.BatchReleaser  = (*etcdDriver)(nil)
 )
 
-// detached returns a context for clean-up that must happen even though the
-// caller's context is done.
-func detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-}
-
-// cleanupTimeout bounds a best-effort clean-up (revoking an unused lease).
+// cleanupTimeout bounds a best-effort clean-up in the background (deleting
+// an abandoned key, revoking an idle lease).
 const cleanupTimeout = 2 * time.Second

@@ -42,12 +42,20 @@ func client(t testing.TB, endpoints ...string) *clientv3.Client {
 	return cli
 }
 
-// locker opens a Locker on its own client.
+// locker opens a Locker on its own client to single-member servers
+// (testserver.Etcd, with its short election timeout: 2 s TTLs).
 func locker(t testing.TB, endpoints ...string) *dlock.Locker {
 	t.Helper()
-	l, err := etcdlock.New(client(t, endpoints...))
+	return lockerWith(t, testserver.SingleElectionTimeout, endpoints...)
+}
+
+// lockerWith opens a Locker on its own client to a cluster with the
+// given election timeout.
+func lockerWith(t testing.TB, election time.Duration, endpoints ...string) *dlock.Locker {
+	t.Helper()
+	l, err := etcdlock.NewWithConfig(client(t, endpoints...), etcdlock.Config{ElectionTimeout: election})
 	if err != nil {
-		t.Fatalf("etcdlock.New: %v", err)
+		t.Fatalf("etcdlock.NewWithConfig: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() }) // before the client's (cleanups run last-in first-out)
 	return l
@@ -72,12 +80,14 @@ func head(t testing.TB, cli *clientv3.Client, name string) (key string, lease cl
 	return string(resp.Kvs[0].Key), clientv3.LeaseID(resp.Kvs[0].Lease)
 }
 
-// expire revokes the holder's lease, as if its TTL had run out.
+// expire deletes the holder's key, as the driver does when a lock's own
+// TTL has run out under a lease other locks still keep alive. (Revoking
+// the shared lease ends every lock under it: TestSessionEnded.)
 func expire(t testing.TB, cli *clientv3.Client, name string) {
 	t.Helper()
-	_, lease := head(t, cli, name)
-	if _, err := cli.Revoke(context.Background(), lease); err != nil {
-		t.Fatalf("revoke: %v", err)
+	key, _ := head(t, cli, name)
+	if _, err := cli.Delete(context.Background(), key); err != nil {
+		t.Fatalf("delete: %v", err)
 	}
 }
 

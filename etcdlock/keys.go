@@ -10,18 +10,17 @@ import (
 const DefaultPrefix = "dlock/"
 
 // keyspace lays out a lock's keys: every contender for NAME, holder and
-// waiters alike, owns one key PREFIX + escape(NAME) + "/" + TOKEN, bound to
-// its own etcd lease. The key with the smallest create revision holds the
-// lock; the others wait in create-revision order. The name is path-escaped
+// waiters alike, owns one key PREFIX + escape(NAME) + "/" + LEASE-SLOT,
+// bound to its driver's shared etcd lease LEASE (hex); SLOT tells apart
+// the contenders of one driver for one name (see pool.register). The key
+// with the smallest create revision holds the lock; the others wait in
+// create-revision order. The name is path-escaped
 // so that it contains no "/": one name's keys are exactly the keys under
 // its directory, and a name prefix is a key prefix.
 type keyspace struct{ prefix string }
 
 // dir is the key prefix shared by every contender for name.
 func (k keyspace) dir(name string) string { return k.prefix + url.PathEscape(name) + "/" }
-
-// key is token's key for name.
-func (k keyspace) key(name, token string) string { return k.dir(name) + token }
 
 // namePrefix is the key prefix of every name starting with prefix.
 func (k keyspace) namePrefix(prefix string) string { return k.prefix + url.PathEscape(prefix) }

@@ -4,64 +4,249 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Refresh checks that token's key still exists and renews its lease once
-// (KeepAliveOnce): the lease keeps its granted TTL, so ttl may not exceed
-// it. The portable layer's watchdog calls Refresh; no clientv3 keepalive
-// goroutine runs. A key that is gone is never re-created.
+// Refresh checks that token's key still exists and renews the lease it
+// lives under once (KeepAliveOnce). The lease keeps its granted TTL, so
+// ttl may not exceed it. A key that is gone is never re-created; when its
+// shared lease has ended, the error is driver.ErrSessionEnded.
 func (d *etcdDriver) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
-	resp, err := d.cli.Get(ctx, d.keys.key(name, token))
+	results, err := d.RefreshBatch(ctx, []driver.RefreshItem{{Name: name, Token: token, TTL: ttl}})
 	if err != nil {
 		return err
 	}
-	kv := first(resp.Kvs)
-	if kv == nil {
-		return d.notHeld(ctx, name)
+	return results[0]
+}
+
+// RefreshBatch reads every item's key (maxTxnOps per transaction), then
+// renews each distinct lease those keys live under once. results[i] is
+// nil, a driver.ErrNotHeld variant, or the renewal's error.
+func (d *etcdDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i], _ = d.pool.keyOf(claimOf(it.Name, it.Token)) // "": never held here
 	}
-	ka, err := d.cli.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease))
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return driver.ErrExpired
+	owners := d.pool.touch(keys)
+	leases, err := d.leasesOf(ctx, keys)
+	if err != nil {
+		return nil, d.fail(ctx, err)
+	}
+	// A key that is gone may have gone with its lease: renewing that lease
+	// too tells which (driver.ErrSessionEnded).
+	renew := slices.Clone(leases)
+	for i, id := range leases {
+		if id == 0 {
+			renew[i] = owners[i]
+		}
+	}
+	renewed := d.renewAll(ctx, renew)
+	results := make([]error, len(items))
+	for i, it := range items {
+		results[i] = d.refreshResult(ctx, it, keys[i], leases[i], renewed[renew[i]])
+	}
+	return results, nil
+}
+
+// refreshResult is one item's outcome: lease is the one its key lives
+// under (0: the key is gone), err the outcome of renewing that lease (or,
+// for a key that is gone, the lease it lived under).
+func (d *etcdDriver) refreshResult(ctx context.Context, it driver.RefreshItem, key string, lease clientv3.LeaseID, err error) error {
+	if lease == 0 {
+		if d.pool.done(key) || errors.Is(err, errSessionGone) {
+			return driver.ErrSessionEnded
+		}
+		return d.notHeld(ctx, it.Name)
+	}
+	if errors.Is(err, errSessionGone) {
+		d.pool.done(key)
+		return driver.ErrSessionEnded
 	}
 	if err != nil {
-		return err
+		return d.fail(ctx, err)
 	}
-	if granted := time.Duration(ka.TTL) * time.Second; ttl > granted {
-		return fmt.Errorf("etcd lease renewed for its granted %s: it cannot be lengthened to %s", granted, ttl)
+	if s := d.pool.byID(lease); s != nil && it.TTL > s.ttl {
+		return fmt.Errorf("etcd lease renewed for its granted %s: it cannot be lengthened to %s", s.ttl, it.TTL)
 	}
 	return nil
 }
 
-// Release deletes token's key, if it still exists, and revokes its lease,
-// which wakes the next waiter (it watches this key).
-func (d *etcdDriver) Release(ctx context.Context, name, token string) error {
-	key := d.keys.key(name, token)
-	resp, err := d.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
-		Commit()
+// leasesOf reads keys and returns the lease each lives under, 0 for the
+// keys that are gone.
+func (d *etcdDriver) leasesOf(ctx context.Context, keys []string) ([]clientv3.LeaseID, error) {
+	leases := make([]clientv3.LeaseID, len(keys))
+	errs := make([]error, (len(keys)+maxTxnOps-1)/maxTxnOps)
+	var wg sync.WaitGroup
+	for c := range errs {
+		lo, hi := c*maxTxnOps, min(len(keys), (c+1)*maxTxnOps)
+		wg.Go(func() { errs[c] = d.readLeases(ctx, keys[lo:hi], leases[lo:hi]) })
+	}
+	wg.Wait()
+	return leases, errors.Join(errs...)
+}
+
+func (d *etcdDriver) readLeases(ctx context.Context, keys []string, leases []clientv3.LeaseID) error {
+	var ops []clientv3.Op
+	var at []int // ops[j] reads keys[at[j]]
+	for i, k := range keys {
+		if k != "" {
+			ops, at = append(ops, clientv3.OpGet(k, clientv3.WithKeysOnly())), append(at, i)
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return err
 	}
-	if !resp.Succeeded {
+	for j, r := range resp.Responses {
+		if kv := first(r.GetResponseRange().Kvs); kv != nil {
+			leases[at[j]] = clientv3.LeaseID(kv.Lease)
+		}
+	}
+	return nil
+}
+
+// renewAll renews each distinct lease in leases once, concurrently.
+func (d *etcdDriver) renewAll(ctx context.Context, leases []clientv3.LeaseID) map[clientv3.LeaseID]error {
+	out := map[clientv3.LeaseID]error{}
+	var ids []clientv3.LeaseID
+	for _, id := range leases {
+		if _, dup := out[id]; id != 0 && !dup {
+			out[id] = nil
+			ids = append(ids, id)
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			err := d.renewLease(ctx, id)
+			mu.Lock()
+			out[id] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// renewLease renews one lease: through its session when the driver keeps
+// it (which also deletes the session's stale keys), else directly.
+func (d *etcdDriver) renewLease(ctx context.Context, id clientv3.LeaseID) error {
+	if s := d.pool.byID(id); s != nil {
+		return d.pool.renew(ctx, s, nil)
+	}
+	ka, err := d.cli.KeepAliveOnce(ctx, id)
+	if err == nil && ka.TTL <= 0 || isLeaseNotFound(err) {
+		return errSessionGone
+	}
+	return err
+}
+
+// Release deletes token's key if it still exists, which wakes the next
+// waiter (it watches this key). The key's slot belongs to this token until
+// now (pool.register), so a plain delete is token-checked. The shared lease stays for other keys. If
+// the delete fails, the key is deleted at the lease's next renewal, or
+// ends with the lease.
+func (d *etcdDriver) Release(ctx context.Context, name, token string) error {
+	key, ok := d.pool.keyOf(claimOf(name, token))
+	if !ok {
 		return d.notHeld(ctx, name)
 	}
-	if prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs; len(prev) > 0 {
-		d.revoke(ctx, clientv3.LeaseID(prev[0].Lease))
+	resp, err := d.cli.Delete(ctx, key)
+	if err != nil {
+		d.pool.abandon(key)
+		return d.fail(ctx, err)
+	}
+	ended := d.pool.done(key)
+	switch {
+	case resp.Deleted > 0:
+		return nil
+	case ended:
+		return driver.ErrSessionEnded
+	}
+	return d.notHeld(ctx, name)
+}
+
+// ReleaseBatch deletes every item's key, maxTxnOps per transaction, the
+// transactions concurrently. results[i] is nil when items[i]'s key was
+// deleted, else a driver.ErrNotHeld variant.
+func (d *etcdDriver) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i], _ = d.pool.keyOf(claimOf(it.Name, it.Token)) // "": never held here
+	}
+	deleted := make([]bool, len(keys))
+	errs := make([]error, (len(keys)+maxTxnOps-1)/maxTxnOps)
+	var wg sync.WaitGroup
+	for c := range errs {
+		lo, hi := c*maxTxnOps, min(len(keys), (c+1)*maxTxnOps)
+		wg.Go(func() { errs[c] = d.deleteBatch(ctx, keys[lo:hi], deleted[lo:hi]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, k := range keys {
+			d.pool.abandon(k)
+		}
+		return nil, d.fail(ctx, err)
+	}
+	results := make([]error, len(items))
+	for i, k := range keys {
+		ended := d.pool.done(k)
+		switch {
+		case deleted[i]:
+		case ended:
+			results[i] = driver.ErrSessionEnded
+		default:
+			results[i] = driver.ErrNotHeld
+		}
+	}
+	return results, nil
+}
+
+// deleteBatch deletes keys in one transaction; a key named twice is
+// deleted once (etcd refuses duplicate keys in one transaction).
+func (d *etcdDriver) deleteBatch(ctx context.Context, keys []string, deleted []bool) error {
+	idx := map[string]int{}
+	var ops []clientv3.Op
+	for _, k := range keys {
+		if _, dup := idx[k]; k != "" && !dup {
+			idx[k] = len(ops)
+			ops = append(ops, clientv3.OpDelete(k))
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return err
+	}
+	for i, k := range keys {
+		if k == "" {
+			continue
+		}
+		deleted[i] = resp.Responses[idx[k]].GetResponseDeleteRange().Deleted > 0
 	}
 	return nil
 }
 
 // notHeld says why a token has no key: ErrTakenOver when someone else
-// holds the name now, else ErrExpired.
+// holds the name now, ErrExpired when nobody does, plain ErrNotHeld when
+// that lookup fails (the token's key is known to be gone either way).
 func (d *etcdDriver) notHeld(ctx context.Context, name string) error {
 	resp, err := d.cli.Get(ctx, d.keys.dir(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err == nil && resp.Count > 0 {
+	switch {
+	case err != nil:
+		return driver.ErrNotHeld
+	case resp.Count > 0:
 		return driver.ErrTakenOver
 	}
 	return driver.ErrExpired

@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // errQueueEntryLost reports that a waiter's own key vanished while it
@@ -19,16 +21,23 @@ var errQueueEntryLost = errors.New("etcd: this waiter's queue key vanished (leas
 // AcquireWait queues req.Token behind every earlier contender for the name,
 // FIFO by create revision, and waits until all of them are gone. Each
 // waiter watches only its predecessor, so a release wakes exactly one
-// waiter. The waiter's lease is kept alive here (KeepAliveOnce every third
-// of its TTL) while it waits. When ctx is done the waiter revokes its
-// lease, which deletes its key, and returns ctx's error with the holder.
+// waiter. The waiter's key lives under the driver's shared lease, which it
+// renews (KeepAliveOnce every third of its TTL) while it waits. When ctx is
+// done the waiter's key is deleted in the background (the call returns at
+// once) and ctx's error is returned with the holder etcd last reported,
+// if that report is less than a third of a TTL old. Any other failure is
+// returned as an error without a holder.
 func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	w, err := d.enqueue(ctx, req)
 	if err != nil {
 		if cerr := ctxErr(ctx); cerr != nil {
-			err = cerr
+			err = fmt.Errorf("%w (%v)", cerr, err)
 		}
-		return driver.Grant{}, err
+		return driver.Grant{}, d.fail(ctx, err)
+	}
+	if w.pred != nil {
+		w.planVerify(ctx)
+		d.step("wait")
 	}
 	for w.pred != nil && err == nil {
 		err = w.waitForPredecessor(ctx)
@@ -36,9 +45,7 @@ func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (drive
 	if err != nil {
 		return w.abandon(ctx, err)
 	}
-	g := granted(w.rev, w.secs)
-	g.Since = w.since
-	return g, nil
+	return granted(w.rev, w.secs, w.since), nil
 }
 
 // waiter is one queued AcquireWait.
@@ -47,6 +54,7 @@ type waiter struct {
 	name  string
 	key   string
 	lease clientv3.LeaseID
+	sess  *session
 	secs  int64
 	rev   int64            // the create revision of key: our place, and our fence
 	pred  *mvccpb.KeyValue // the contender just before us; nil when first
@@ -54,9 +62,49 @@ type waiter struct {
 	// predHolds is true when pred was the holder at seen: its deletion
 	// then makes us the holder for sure (see guard).
 	predHolds bool
-	watched   time.Time // when the current watch was confirmed created
-	renewAt   time.Time // when the lease is next renewed: a third of its TTL after the last renewal was sent
-	since     time.Time // when the last grant or renewal of the lease was sent
+	watched   time.Time        // when the current watch was confirmed created
+	renewAt   time.Time        // when the lease is next renewed: a third of its TTL after the last renewal was sent
+	since     time.Time        // when the last grant or renewal of the lease was sent
+	holder    *mvccpb.KeyValue // the holder etcd last reported
+	// verifyAt, with a deadline, is when the waiter reads the queue once
+	// more, so that a wait that times out reports a holder etcd confirmed
+	// just before (confirmed: when that read answered).
+	verifyAt, confirmed time.Time
+}
+
+// verifyLead bounds how long before the deadline the final read is made.
+const (
+	minVerifyLead = 50 * time.Millisecond
+	maxVerifyLead = 500 * time.Millisecond
+)
+
+// planVerify schedules the final read a fifth of the wait (50 to 500 ms)
+// before ctx's deadline, if it has one.
+func (w *waiter) planVerify(ctx context.Context) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	lead := min(max(time.Until(dl)/5, minVerifyLead), maxVerifyLead)
+	w.verifyAt = dl.Add(-lead)
+}
+
+func (w *waiter) untilVerify() time.Duration {
+	if w.verifyAt.IsZero() || !w.confirmed.Before(w.verifyAt) {
+		return time.Hour
+	}
+	return max(time.Until(w.verifyAt), 0)
+}
+
+// verify reads the queue linearizably (the final read before the
+// deadline); gone is true when the predecessor changed meanwhile.
+func (w *waiter) verify(ctx context.Context) (gone bool, err error) {
+	prev := w.pred
+	if err := w.next(ctx, 0); err != nil {
+		return false, err
+	}
+	w.confirmed = time.Now()
+	return w.pred == nil || string(w.pred.Key) != string(prev.Key) || w.pred.CreateRevision != prev.CreateRevision, nil
 }
 
 // Watches that etcd 3.4 mistakes for catching-up ones are served by a loop
@@ -64,39 +112,71 @@ type waiter struct {
 // line looks at its predecessor itself during that window.
 const (
 	syncInterval = 100 * time.Millisecond
-	guardEvery   = 30 * time.Millisecond
+	guardEvery   = 10 * time.Millisecond
+	guardBehind  = 25 * time.Millisecond
 )
+
+// guardEvery is how often the waiter looks at its predecessor itself while
+// its watch may still be a catching-up one: every guardEvery when next in
+// line, every guardBehind otherwise (its predecessor may become the holder
+// and leave before the watch catches up, but less soon).
+func (w *waiter) guardEvery() time.Duration {
+	if w.predHolds {
+		return guardEvery
+	}
+	return guardBehind
+}
 
 // enqueue grants the waiter's lease and, in one transaction, puts its key
 // and reads the two newest contenders: itself and its predecessor.
 func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, error) {
-	secs, err := leaseSeconds(req.TTL)
+	secs, err := d.leaseSeconds(req.TTL)
 	if err != nil {
 		return nil, err
 	}
-	sent := time.Now()
-	lease, err := d.cli.Grant(ctx, secs)
-	if err != nil {
-		return nil, err
+	w := &waiter{d: d, name: req.Name}
+	resp, err := w.put(ctx, req, secs)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		d.pool.gone(w.sess) // ended since its last renewal; take a new one, once
+		resp, err = w.put(ctx, req, secs)
 	}
-	w := &waiter{d: d, name: req.Name, key: d.keys.key(req.Name, req.Token), lease: lease.ID, secs: lease.TTL}
-	w.renewed(sent)
-	newest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
-	resp, err := d.cli.Txn(ctx).Then(
-		clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(lease.ID)),
-		clientv3.OpGet(d.keys.dir(req.Name), newest...),
-		clientv3.OpGet(d.keys.dir(req.Name), clientv3.WithFirstCreate()...),
-	).Commit()
 	if err != nil {
-		d.revoke(ctx, lease.ID)
+		if w.sess != nil {
+			d.pool.deleteLater(w.key) // the put may have landed
+		}
 		return nil, err
 	}
 	w.rev, w.seen = resp.Header.Revision, resp.Header.Revision
+	if resp.Succeeded {
+		return w, nil // nobody else: the waiter holds the lock
+	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 2 {
 		w.pred = kvs[1]
 	}
 	w.setHolder(first(resp.Responses[2].GetResponseRange().Kvs))
 	return w, nil
+}
+
+// put takes the shared lease and, in one transaction, puts the waiter's
+// key under it and, unless the name had no key (the uncontended case:
+// Succeeded, and nothing to read), reads the two newest contenders
+// (itself and its predecessor) and the holder.
+func (w *waiter) put(ctx context.Context, req driver.Request, secs int64) (*clientv3.TxnResponse, error) {
+	dir := w.d.keys.dir(req.Name)
+	key, s, since, err := w.d.pool.get(ctx, secs, claimOf(req.Name, req.Token), dir)
+	if err != nil {
+		return nil, err
+	}
+	w.key, w.sess, w.lease, w.secs = key, s, s.id, s.secs
+	w.renewed(since)
+	w.d.step("session")
+	newest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
+	put := clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(s.id))
+	return w.d.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
+		Then(put).
+		Else(put, clientv3.OpGet(dir, newest...), clientv3.OpGet(dir, clientv3.WithFirstCreate()...)).
+		Commit()
 }
 
 // waitForPredecessor waits until pred is deleted, then finds the next
@@ -123,6 +203,8 @@ func (w *waiter) waitForPredecessor(ctx context.Context) error {
 	defer renew.Stop()
 	guard := time.NewTimer(time.Hour)
 	defer guard.Stop()
+	verify := time.NewTimer(w.untilVerify())
+	defer verify.Stop()
 	for {
 		var gone bool
 		var err error
@@ -134,14 +216,16 @@ func (w *waiter) waitForPredecessor(ctx context.Context) error {
 			renew.Reset(time.Until(w.renewAt))
 		case <-guard.C:
 			gone, err = w.recheck(ctx)
+		case <-verify.C:
+			gone, err = w.verify(ctx)
 		case resp, ok := <-events:
 			gone, err = w.predecessorGone(ctx, resp, ok)
 		}
 		if err != nil || gone {
 			return err
 		}
-		if w.predHolds && !w.watched.IsZero() && time.Since(w.watched) < syncInterval {
-			guard.Reset(guardEvery)
+		if !w.watched.IsZero() && time.Since(w.watched) < syncInterval+guardEvery {
+			guard.Reset(w.guardEvery())
 		}
 	}
 }
@@ -165,7 +249,10 @@ func (w *waiter) predecessorGone(ctx context.Context, resp clientv3.WatchRespons
 		return w.recheck(ctx)
 	}
 	for _, ev := range resp.Events {
-		if ev.Type == clientv3.EventTypeDelete {
+		// A deletion at or before seen is of an older generation of the
+		// key (keys are reused, see pool.register), seen from a member
+		// whose watch started behind: pred still existed at seen.
+		if ev.Type == clientv3.EventTypeDelete && ev.Kv.ModRevision > w.seen {
 			return true, w.moveOn(ctx, ev.Kv.ModRevision)
 		}
 	}
@@ -174,9 +261,14 @@ func (w *waiter) predecessorGone(ctx context.Context, resp clientv3.WatchRespons
 
 // recheck looks the predecessor up again; if it is gone, w moves on.
 func (w *waiter) recheck(ctx context.Context) (bool, error) {
-	resp, err := w.d.cli.Get(ctx, string(w.pred.Key), clientv3.WithKeysOnly())
+	// A serializable read (no quorum round): the member's state is
+	// conclusive only if it includes seen, where pred still existed.
+	resp, err := w.d.cli.Get(ctx, string(w.pred.Key), clientv3.WithKeysOnly(), clientv3.WithSerializable())
 	if err != nil {
 		return false, err
+	}
+	if resp.Header.Revision < w.seen {
+		return false, nil
 	}
 	if len(resp.Kvs) > 0 && resp.Kvs[0].CreateRevision == w.pred.CreateRevision {
 		w.seen = resp.Header.Revision
@@ -228,13 +320,14 @@ func (w *waiter) next(ctx context.Context, at int64) error {
 
 // setHolder records whether the predecessor is the holder.
 func (w *waiter) setHolder(holder *mvccpb.KeyValue) {
+	w.holder = holder
 	w.predHolds = w.pred != nil && holder != nil && string(holder.Key) == string(w.pred.Key)
 }
 
 func (w *waiter) read(ctx context.Context, at int64) (*clientv3.TxnResponse, error) {
 	own := []clientv3.OpOption{clientv3.WithKeysOnly()}
 	before := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(w.rev-1), clientv3.WithKeysOnly())
-	holder := append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())
+	holder := clientv3.WithFirstCreate()
 	if at > 0 {
 		pin := []clientv3.OpOption{clientv3.WithRev(at), clientv3.WithSerializable()}
 		own, before, holder = append(own, pin...), append(before, pin...), append(holder, pin...)
@@ -247,11 +340,12 @@ func (w *waiter) read(ctx context.Context, at int64) (*clientv3.TxnResponse, err
 	).Commit()
 }
 
-// keepAlive renews the waiter's lease once.
+// keepAlive renews the shared lease once, and with it the waiter's claim
+// on its key.
 func (w *waiter) keepAlive(ctx context.Context) error {
 	sent := time.Now()
-	_, err := w.d.cli.KeepAliveOnce(ctx, w.lease)
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	err := w.d.pool.renew(ctx, w.sess, []string{w.key})
+	if errors.Is(err, errSessionGone) {
 		return errQueueEntryLost
 	}
 	if err == nil {
@@ -266,23 +360,29 @@ func (w *waiter) renewed(sent time.Time) {
 	w.renewAt = sent.Add(time.Duration(w.secs) * time.Second / 3)
 }
 
-// abandon leaves the queue (revoking the lease deletes the key) and
-// returns err with the current holder, when it can be read.
+// abandon leaves the queue: the waiter's key is deleted in the
+// background, so that the call returns by ctx's deadline. When ctx ended
+// the wait, the error is ctx's, with the holder only if etcd confirmed it
+// lately: at its deadline, by the final read made shortly before it
+// (planVerify); when canceled, by renewals all on time (one overdue by
+// more than TTL/12 means etcd has stopped answering). Otherwise, and on
+// any other failure, no holder is returned: it is not known.
 func (w *waiter) abandon(ctx context.Context, err error) (driver.Grant, error) {
-	if cerr := ctxErr(ctx); cerr != nil {
-		err = cerr // the client may have reported it as its own error
+	w.d.pool.deleteLater(w.key)
+	cerr := ctxErr(ctx)
+	if cerr == nil || !isCtxErr(err) && status.Code(err) != codes.DeadlineExceeded && status.Code(err) != codes.Canceled {
+		return driver.Grant{}, w.d.fail(ctx, err)
 	}
-	dctx, cancel := detached(ctx)
-	defer cancel()
-	_, rerr := w.d.cli.Revoke(dctx, w.lease)
-	if rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
-		err = fmt.Errorf("%w (and leaving the queue failed: %v; the lease expires in %ds)", err, rerr, w.secs)
+	var g driver.Grant
+	ttl := time.Duration(w.secs) * time.Second
+	fresh := time.Now().Before(w.renewAt.Add(ttl / renewAgeDiv))
+	if errors.Is(cerr, context.DeadlineExceeded) && !w.verifyAt.IsZero() {
+		fresh = !w.confirmed.Before(w.verifyAt)
 	}
-	var h driver.Holder
-	if resp, gerr := w.d.cli.Get(dctx, w.d.keys.dir(w.name), clientv3.WithFirstCreate()...); gerr == nil {
-		h = w.d.holder(dctx, w.name, first(resp.Kvs))
+	if w.holder != nil && fresh {
+		g.Holder = driver.Holder{Name: w.name, Owner: string(w.holder.Value), Fence: uint64(w.holder.CreateRevision), TTL: -1}
 	}
-	return driver.Grant{Holder: h}, err
+	return g, w.d.fail(ctx, cerr)
 }
 
 // ctxErr returns ctx's error when ctx is done or its deadline has passed:

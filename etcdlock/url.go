@@ -2,11 +2,13 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dlockdev/dlock"
@@ -15,9 +17,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// DefaultDialTimeout bounds Open's first connection unless the URL's
-// dial_timeout says otherwise.
-const DefaultDialTimeout = 5 * time.Second
+// DefaultDialTimeout bounds Open's check that an endpoint answers unless
+// the URL's dial_timeout says otherwise.
+const DefaultDialTimeout = 2 * time.Second
 
 // urlConfig is what an etcd:// URL says.
 type urlConfig struct {
@@ -26,6 +28,7 @@ type urlConfig struct {
 	password    string
 	prefix      string
 	dialTimeout time.Duration
+	election    time.Duration
 }
 
 // parseURL reads etcd://[user[:password]@]host:port[,host:port...][/]
@@ -35,7 +38,7 @@ func parseURL(raw string) (urlConfig, error) {
 	if err != nil || u.Scheme != Scheme {
 		return urlConfig{}, invalidURL("want etcd://host:port[,host:port...]")
 	}
-	c := urlConfig{prefix: DefaultPrefix, dialTimeout: DefaultDialTimeout}
+	c := urlConfig{prefix: DefaultPrefix, dialTimeout: DefaultDialTimeout, election: DefaultElectionTimeout}
 	if u.User != nil {
 		c.username = u.User.Username()
 		c.password, _ = u.User.Password()
@@ -83,8 +86,14 @@ func (c *urlConfig) query(q url.Values) error {
 				return invalidURL("dial_timeout=%q: want a positive duration like 5s", v)
 			}
 			c.dialTimeout = d
+		case "election_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Millisecond || d > time.Minute {
+				return invalidURL("election_timeout=%q: want the cluster's --election-timeout as a duration from 1ms to 1m, like 1s", v)
+			}
+			c.election = d
 		default:
-			return invalidURL("unknown query key %q (etcd URLs know prefix and dial_timeout, and dlock's ttl, wait, owner)", key)
+			return invalidURL("unknown query key %q (etcd URLs know prefix, dial_timeout and election_timeout, and dlock's ttl, wait, owner)", key)
 		}
 	}
 	return nil
@@ -95,10 +104,16 @@ func invalidURL(format string, args ...any) error {
 }
 
 // open is the driver.Opener registered for etcd://. The client it builds
-// is closed with the Locker.
-func open(_ context.Context, raw string) (driver.Driver, error) {
+// is closed with the Locker. Open fails within dial_timeout unless some
+// endpoint answers, naming every endpoint and why it did not.
+func open(ctx context.Context, raw string) (driver.Driver, error) {
 	c, err := parseURL(raw)
 	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.dialTimeout)
+	defer cancel()
+	if err := dialAny(ctx, c.endpoints, c.dialTimeout); err != nil {
 		return nil, err
 	}
 	cli, err := clientv3.New(clientv3.Config{
@@ -107,9 +122,85 @@ func open(_ context.Context, raw string) (driver.Driver, error) {
 		Password:    c.password,
 		DialTimeout: c.dialTimeout,
 		Logger:      zap.NewNop(),
+		Context:     context.WithoutCancel(ctx),
 	})
 	if err != nil {
+		if isPermanent(err) {
+			err = driver.Permanent(err)
+		}
 		return nil, fmt.Errorf("connect to etcd at %s: %w", strings.Join(c.endpoints, ","), err)
 	}
-	return newDriver(cli, c.prefix, true)
+	if err := statusAny(ctx, cli, c.endpoints, c.dialTimeout); err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	return newDriver(cli, Config{Prefix: c.prefix, ElectionTimeout: c.election}, true)
+}
+
+// dialAny connects to every endpoint over TCP at once and returns nil as
+// soon as one accepts, else an error naming each endpoint and its cause
+// ("connection refused", a DNS failure, no answer within the timeout).
+func dialAny(ctx context.Context, endpoints []string, timeout time.Duration) error {
+	return anyEndpoint(ctx, endpoints, "unreachable", timeout, func(ctx context.Context, ep string) error {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", ep)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	})
+}
+
+// statusAny asks every endpoint for its status at once and returns nil as
+// soon as one answers: a member that accepts connections but does not
+// answer (frozen, overloaded) fails here instead of at the first lock.
+func statusAny(ctx context.Context, cli *clientv3.Client, endpoints []string, timeout time.Duration) error {
+	return anyEndpoint(ctx, endpoints, "not answering", timeout, func(ctx context.Context, ep string) error {
+		_, err := cli.Status(ctx, ep)
+		return err
+	})
+}
+
+// anyEndpoint runs try on every endpoint concurrently until one succeeds.
+func anyEndpoint(ctx context.Context, endpoints []string, what string, timeout time.Duration, try func(context.Context, string) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(endpoints))
+	for _, ep := range endpoints {
+		go func() {
+			err := try(ctx, ep)
+			if err != nil {
+				err = fmt.Errorf("%s: %s", ep, describe(ctx, err, timeout, " (dial_timeout)"))
+			}
+			errs <- err
+		}()
+	}
+	var failed []string
+	var permanent bool
+	for range endpoints {
+		err := <-errs
+		if err == nil {
+			return nil
+		}
+		permanent = permanent || isPermanent(err)
+		failed = append(failed, err.Error())
+	}
+	err := fmt.Errorf("etcd %s: %s", what, strings.Join(failed, "; "))
+	if permanent {
+		return driver.Permanent(err)
+	}
+	return err
+}
+
+// describe says why one endpoint failed, in a few words.
+func describe(ctx context.Context, err error, timeout time.Duration, what string) string {
+	var op *net.OpError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case isCtxErr(err) || ctx.Err() != nil:
+		return fmt.Sprintf("no answer within %s%s", timeout, what)
+	case errors.As(err, &op) && op.Err != nil:
+		return op.Err.Error()
+	}
+	return err.Error()
 }

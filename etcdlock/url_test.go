@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/etcdlock"
 	"github.com/dlockdev/dlock/internal/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -65,7 +66,7 @@ func TestOpenUnreachableHidesPassword(t *testing.T) {
 func TestOpenURL(t *testing.T) {
 	srv := testserver.Etcd(t)
 	ctx := context.Background()
-	l, err := dlock.Open(ctx, srv.URL()+",127.0.0.1:1?prefix=custom/&dial_timeout=10s&ttl=3s")
+	l, err := dlock.Open(ctx, "etcd://"+srv.Endpoint+",127.0.0.1:1?prefix=custom/&dial_timeout=10s&ttl=3s&election_timeout=250ms")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,3 +92,87 @@ func TestOpenURL(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestOpenRefused: Open of endpoints that refuse connections fails at
+// once (well within a second), naming every endpoint and the cause.
+func TestOpenRefused(t *testing.T) {
+	a, b := testserver.FreePort(t), testserver.FreePort(t)
+	raw := "etcd://127.0.0.1:" + itoa(a) + ",127.0.0.1:" + itoa(b)
+	start := time.Now()
+	l, err := dlock.Open(context.Background(), raw)
+	took := time.Since(start)
+	if err == nil {
+		_ = l.Close()
+		t.Fatal("Open of closed ports succeeded")
+	}
+	t.Logf("after %s: %v", took.Round(time.Millisecond), err)
+	for _, want := range []string{"127.0.0.1:" + itoa(a), "127.0.0.1:" + itoa(b), "connection refused"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q: %v", want, err)
+		}
+	}
+	if took > time.Second {
+		t.Errorf("Open took %s to find that nothing listens", took)
+	}
+}
+
+// TestOpenFrozen: a member that accepts connections but answers nothing
+// (SIGSTOP) fails Open within dial_timeout, with the endpoint and the
+// cause; without dial_timeout, within DefaultDialTimeout.
+func TestOpenFrozen(t *testing.T) {
+	srv := testserver.Etcd(t)
+	srv.Pause()
+	defer srv.Resume()
+	for _, tc := range []struct {
+		query string
+		bound time.Duration
+	}{
+		{"?dial_timeout=500ms", 500 * time.Millisecond},
+		{"", etcdlock.DefaultDialTimeout},
+	} {
+		start := time.Now()
+		l, err := dlock.Open(context.Background(), "etcd://"+srv.Endpoint+tc.query)
+		took := time.Since(start)
+		if err == nil {
+			_ = l.Close()
+			t.Fatalf("Open%s of a frozen member succeeded", tc.query)
+		}
+		t.Logf("Open%s after %s: %v", tc.query, took.Round(time.Millisecond), err)
+		if !strings.Contains(err.Error(), srv.Endpoint) || !strings.Contains(err.Error(), "no answer within "+tc.bound.String()) {
+			t.Errorf("Open%s: error does not name the endpoint and the timeout: %v", tc.query, err)
+		}
+		if took < tc.bound*9/10 || took > tc.bound+time.Second {
+			t.Errorf("Open%s took %s, want about %s", tc.query, took, tc.bound)
+		}
+	}
+}
+
+// TestURLElectionTimeout: election_timeout sets the minimum TTL.
+func TestURLElectionTimeout(t *testing.T) {
+	srv := testserver.Etcd(t)
+	for _, tc := range []struct {
+		query string
+		min   time.Duration
+	}{
+		{"", 8 * time.Second},
+		{"?election_timeout=1s", 8 * time.Second},
+		{"?election_timeout=250ms", 2 * time.Second},
+		{"?election_timeout=100ms", 2 * time.Second},
+		{"?election_timeout=1300ms", 11 * time.Second},
+	} {
+		l, err := dlock.Open(context.Background(), "etcd://"+srv.Endpoint+tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Capabilities().MinTTL; got != tc.min {
+			t.Errorf("Open(...%s): MinTTL %s, want %s", tc.query, got, tc.min)
+		}
+		_ = l.Close()
+	}
+	for _, bad := range []string{"0", "-1s", "soon", "2m"} {
+		_, err := dlock.Open(context.Background(), "etcd://"+srv.Endpoint+"?election_timeout="+bad)
+		if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("election_timeout=%s: %v, want ErrInvalidArgument naming it", bad, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,9 @@ type EtcdServer struct {
 	Endpoint string
 	// PeerURL is the member's raft address, http://host:port.
 	PeerURL string
+	// ElectionTimeout is the member's --election-timeout (its heartbeat
+	// interval is a tenth of it).
+	ElectionTimeout time.Duration
 
 	t       testing.TB
 	bin     string
@@ -42,30 +46,45 @@ type EtcdServer struct {
 type EtcdClusterServer struct {
 	Members   []*EtcdServer
 	Endpoints []string
+	// ElectionTimeout is every member's --election-timeout.
+	ElectionTimeout time.Duration
 }
 
-// Etcd starts a single-member etcd server, stopped in t.Cleanup.
+// SingleElectionTimeout is the election timeout of a single-member server
+// (Etcd): a lone member never holds an election after it starts, so it
+// may claim a short one, which lets tests use 2 s TTLs (see
+// etcdlock.MinTTLFor).
+const SingleElectionTimeout = 250 * time.Millisecond
+
+// Etcd starts a single-member etcd server with SingleElectionTimeout,
+// stopped in t.Cleanup.
 func Etcd(t testing.TB) *EtcdServer {
 	t.Helper()
-	return EtcdCluster(t, 1).Members[0]
+	return etcdCluster(t, 1, SingleElectionTimeout).Members[0]
 }
 
-// EtcdCluster starts an n-member etcd cluster on loopback and waits until
-// every member accepts clients. Members are stopped in t.Cleanup.
+// EtcdCluster starts an n-member etcd cluster on loopback with etcd's
+// default election timeout (1 s) and waits until every member accepts
+// clients. Members are stopped in t.Cleanup.
 func EtcdCluster(t testing.TB, n int) *EtcdClusterServer {
+	t.Helper()
+	return etcdCluster(t, n, time.Second)
+}
+
+func etcdCluster(t testing.TB, n int, election time.Duration) *EtcdClusterServer {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("testserver: etcd cluster of %d members", n)
 	}
 	bin := Binary(t, "etcd")
-	c := &EtcdClusterServer{}
+	c := &EtcdClusterServer{ElectionTimeout: election}
 	var initial []string
 	for i := range n {
 		m := &EtcdServer{
 			Name:     fmt.Sprintf("m%d", i),
 			Endpoint: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
 			PeerURL:  fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
-			t:        t, bin: bin,
+			t:        t, bin: bin, ElectionTimeout: election,
 		}
 		m.dataDir, m.logPath = etcdDirs(t)
 		initial = append(initial, m.Name+"="+m.PeerURL)
@@ -83,11 +102,17 @@ func EtcdCluster(t testing.TB, n int) *EtcdClusterServer {
 	return c
 }
 
-// URL returns the dlock URL of this member alone: etcd://127.0.0.1:port.
-func (s *EtcdServer) URL() string { return "etcd://" + s.Endpoint }
+// URL returns the dlock URL of this member alone, with its election
+// timeout: etcd://127.0.0.1:port?election_timeout=250ms.
+func (s *EtcdServer) URL() string {
+	return "etcd://" + s.Endpoint + "?election_timeout=" + s.ElectionTimeout.String()
+}
 
-// URL returns the dlock URL naming every member of the cluster.
-func (c *EtcdClusterServer) URL() string { return "etcd://" + strings.Join(c.Endpoints, ",") }
+// URL returns the dlock URL naming every member of the cluster, with its
+// election timeout.
+func (c *EtcdClusterServer) URL() string {
+	return "etcd://" + strings.Join(c.Endpoints, ",") + "?election_timeout=" + c.ElectionTimeout.String()
+}
 
 // Start restarts a stopped member on the same ports and data directory,
 // and waits until it accepts clients. It is a no-op while running.
@@ -170,6 +195,8 @@ func (s *EtcdServer) args() []string {
 		"--initial-cluster", s.cluster,
 		"--initial-cluster-state", "new",
 		"--initial-cluster-token", "dlock-test",
+		"--election-timeout", strconv.Itoa(int(s.ElectionTimeout / time.Millisecond)),
+		"--heartbeat-interval", strconv.Itoa(int(s.ElectionTimeout / 10 / time.Millisecond)),
 		"--logger", "zap",
 		"--log-outputs", "stderr",
 		"--log-level", "warn",

@@ -1,0 +1,9 @@
+package etcdlock
+
+import "github.com/dlockdev/dlock/driver"
+
+// SetStepHook makes drv (an etcd driver) call hook after each step of an
+// acquire: "session" (the shared lease is in hand), "put" (TryAcquire's
+// transaction answered), "wait" (AcquireWait is queued behind someone).
+// Set it before the driver is used.
+func SetStepHook(drv driver.Driver, hook func(step string)) { drv.(*etcdDriver).hook = hook }

@@ -1,0 +1,524 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A session is one etcd lease shared by every key (lock or queued waiter)
+// that one driver holds with one TTL, like concurrency.Session: an acquire
+// costs one write (the key), not three (grant, key, revoke). It is granted
+// lazily, renewed by the watchdog's refreshes (one KeepAliveOnce per
+// session per batch) and by the acquire path when it is getting old, and
+// revoked when it has been idle for a while or the driver closes.
+//
+// A key under a shared lease would live as long as any sibling keeps the
+// lease alive, so the driver keeps each key's own TTL itself: every key
+// records when its holder last asked for it (grant, refresh, a waiter's
+// renewal), and each renewal of the lease first deletes the keys nobody
+// asked for within a TTL (a lease declared lost, a holder without
+// auto-refresh, a release that failed). A key therefore ends at most a
+// third of a TTL after its own TTL, and a lost lease ends every key under
+// it (Refresh then says driver.ErrSessionEnded).
+type session struct {
+	id   clientv3.LeaseID
+	secs int64
+	ttl  time.Duration
+
+	// Guarded by pool.mu.
+	since    time.Time            // SENT time of the last successful grant or renewal
+	dead     bool                 // etcd said it is gone, or it was revoked
+	retired  bool                 // no new keys go under it
+	keys     map[string]time.Time // key → when its holder last asked for it; zero: delete it
+	renewing chan struct{}        // closed when the renewal in flight ends
+	idle     time.Time            // when its last live key went
+	timer    *time.Timer          // idle check
+}
+
+// pool holds a driver's sessions.
+type pool struct {
+	cli *clientv3.Client
+
+	mu       sync.Mutex
+	closed   bool
+	current  map[int64]*session // by lease seconds: where new keys go
+	all      map[clientv3.LeaseID]*session
+	byKey    map[string]*session
+	byToken  map[string]string // claim (name and token) → its key
+	claimOf  map[string]string // key → its claim
+	granting map[int64]*grantFlight
+
+	ctx    context.Context // background work; canceled by close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type grantFlight struct {
+	done chan struct{}
+	err  error
+}
+
+// Thresholds, as divisors of the TTL: a session renewed longer than
+// TTL/renewAgeDiv ago is renewed on the acquire path before use (so that
+// a new grant's TTL counts from at most TTL/12 before it was asked for;
+// see Grant.Since), and an idle one is revoked after TTL/idleLingerDiv.
+const (
+	renewAgeDiv   = 12
+	idleLingerDiv = 3
+)
+
+// errClosed is returned by calls after Close.
+var errClosed = errors.New("etcd driver is closed")
+
+// errSessionGone is a session etcd no longer has.
+var errSessionGone = errors.New("etcd lease gone")
+
+func newPool(cli *clientv3.Client) *pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &pool{
+		cli: cli, ctx: ctx, cancel: cancel,
+		current: map[int64]*session{}, all: map[clientv3.LeaseID]*session{},
+		byKey: map[string]*session{}, granting: map[int64]*grantFlight{},
+		byToken: map[string]string{}, claimOf: map[string]string{},
+	}
+}
+
+// get returns the key for claim (a name and token; see claimOf) in dir
+// and the session it goes under, granting or renewing the session as
+// needed, and registers the key (asked for now). A claim keeps its key
+// while it lives, so a retry of an attempt whose reply was lost puts the
+// same key. since is when the session's TTL started counting.
+func (p *pool) get(ctx context.Context, secs int64, claim, dir string) (string, *session, time.Time, error) {
+	for {
+		key, s, wait, err := p.pick(ctx, secs, claim, dir)
+		if s != nil || err != nil {
+			return key, s, p.sinceOf(s), err
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return "", nil, time.Time{}, ctx.Err()
+		}
+	}
+}
+
+// pick returns a usable session and claim's key under it, or a channel to
+// wait on before trying again. When the session needs a renewal and nobody
+// is renewing it, pick renews it itself.
+func (p *pool) pick(ctx context.Context, secs int64, claim, dir string) (string, *session, <-chan struct{}, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return "", nil, nil, errClosed
+	}
+	s := p.current[secs]
+	if key, ok := p.byToken[claim]; ok {
+		if old := p.byKey[key]; old != nil && !old.dead {
+			s = old // an earlier attempt's key may exist: keep it
+		} else {
+			p.drop(key)
+		}
+	}
+	if s == nil {
+		defer p.mu.Unlock()
+		return "", nil, p.startGrant(secs), nil
+	}
+	age := time.Since(s.since)
+	switch {
+	case age < s.ttl/renewAgeDiv, s.renewing != nil && age < s.ttl/3:
+		// Fresh, or a renewal is on its way: the grant's TTL counts from since.
+		key := p.register(s, claim, dir)
+		p.mu.Unlock()
+		return key, s, nil, nil
+	case s.renewing != nil:
+		ch := s.renewing
+		p.mu.Unlock()
+		return "", nil, ch, nil
+	}
+	p.mu.Unlock()
+	err := p.renew(ctx, s, nil)
+	if err != nil && !errors.Is(err, errSessionGone) {
+		return "", nil, nil, err
+	}
+	return "", nil, closedChan, nil // look again: renewed, or gone and replaced
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// register returns claim's key under s, asked for now: the key it has,
+// or the first free slot of this session in dir. p.mu is held.
+//
+// Keys are DIR/LEASE-SLOT, as concurrency.Mutex's are DIR/LEASE: a name's
+// keys are reused from one grant to the next instead of a new key per
+// token, because etcd keeps every key ever deleted in its index until a
+// compaction, and the range reads of a lock's directory would otherwise
+// slow down with every grant. A slot is this driver's alone (its lease ID
+// is in the key) and belongs to one claim until that claim is done, so a
+// key that exists under a claim's slot is that claim's.
+func (p *pool) register(s *session, claim, dir string) string {
+	key, ok := p.byToken[claim]
+	if !ok {
+		for i := 0; ; i++ {
+			key = dir + strconv.FormatInt(int64(s.id), 16) + "-" + strconv.Itoa(i)
+			if _, used := s.keys[key]; !used {
+				break
+			}
+		}
+		p.byToken[claim], p.claimOf[key], p.byKey[key] = key, claim, s
+	}
+	s.keys[key] = time.Now()
+	return key
+}
+
+// keyOf returns claim's key, if it has one.
+func (p *pool) keyOf(claim string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key, ok := p.byToken[claim]
+	return key, ok
+}
+
+func (p *pool) sinceOf(s *session) time.Time {
+	if s == nil {
+		return time.Time{}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return s.since
+}
+
+// startGrant starts granting a session for secs unless a grant is on its
+// way, and returns the channel closed when it ends. p.mu is held. The
+// grant runs detached from the caller, so that callers that give up do not
+// leave a half-granted lease: a lease nobody took is revoked when idle.
+func (p *pool) startGrant(secs int64) <-chan struct{} {
+	if f := p.granting[secs]; f != nil {
+		return f.done
+	}
+	f := &grantFlight{done: make(chan struct{})}
+	p.granting[secs] = f
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		f.err = p.grant(secs)
+		p.mu.Lock()
+		delete(p.granting, secs)
+		p.mu.Unlock()
+		close(f.done)
+	}()
+	return f.done
+}
+
+// grantTimeout bounds a lease grant that runs detached from its callers.
+const grantTimeout = 5 * time.Second
+
+func (p *pool) grant(secs int64) error {
+	ctx, cancel := context.WithTimeout(p.ctx, grantTimeout)
+	defer cancel()
+	sent := time.Now()
+	resp, err := p.cli.Grant(ctx, secs)
+	if err != nil {
+		return err
+	}
+	s := &session{id: resp.ID, secs: resp.TTL, ttl: time.Duration(resp.TTL) * time.Second, since: sent, keys: map[string]time.Time{}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		p.background(func(ctx context.Context) { _, _ = p.cli.Revoke(ctx, resp.ID) })
+		return errClosed
+	}
+	if old := p.current[secs]; old != nil {
+		p.retire(old)
+	}
+	p.current[secs], p.all[s.id] = s, s
+	p.idleCheck(s)
+	return nil
+}
+
+// renew deletes the keys under s that nobody asked for within a TTL,
+// then renews s once. touch are keys asked for now (a refresh, a waiter's
+// renewal). It returns errSessionGone when etcd no longer has s.
+func (p *pool) renew(ctx context.Context, s *session, touch []string) error {
+	sent := time.Now()
+	p.mu.Lock()
+	for _, k := range touch {
+		if _, ok := s.keys[k]; ok {
+			s.keys[k] = sent
+		}
+	}
+	stale := s.staleKeys(sent)
+	mine := s.renewing == nil
+	if mine {
+		s.renewing = make(chan struct{})
+	}
+	p.mu.Unlock()
+	if mine {
+		defer p.renewed(s)
+	}
+	if err := p.deleteKeys(ctx, stale); err != nil {
+		return err
+	}
+	p.forget(stale)
+	ka, err := p.cli.KeepAliveOnce(ctx, s.id)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && ka.TTL <= 0 {
+		p.gone(s)
+		return errSessionGone
+	}
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if sent.After(s.since) {
+		s.since = sent
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *pool) renewed(s *session) {
+	p.mu.Lock()
+	close(s.renewing)
+	s.renewing = nil
+	p.mu.Unlock()
+}
+
+// staleKeys lists the keys nobody asked for within a TTL of now. p.mu is
+// held.
+func (s *session) staleKeys(now time.Time) []string {
+	var stale []string
+	for k, at := range s.keys {
+		if now.Sub(at) >= s.ttl {
+			stale = append(stale, k)
+		}
+	}
+	return stale
+}
+
+// maxTxnOps is etcd's default --max-txn-ops: the most operations one
+// transaction may carry.
+const maxTxnOps = 128
+
+// deleteKeys deletes keys, maxTxnOps per transaction.
+func (p *pool) deleteKeys(ctx context.Context, keys []string) error {
+	for len(keys) > 0 {
+		n := min(len(keys), maxTxnOps)
+		ops := make([]clientv3.Op, n)
+		for i, k := range keys[:n] {
+			ops[i] = clientv3.OpDelete(k)
+		}
+		if _, err := p.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// forget drops keys that are known to be gone.
+func (p *pool) forget(keys []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range keys {
+		p.drop(k)
+	}
+}
+
+// drop removes key, known to be gone, from its session. p.mu is held.
+func (p *pool) drop(key string) *session {
+	s := p.byKey[key]
+	p.unlink(key)
+	if s == nil {
+		return nil
+	}
+	delete(s.keys, key)
+	p.idleCheck(s)
+	return s
+}
+
+// unlink forgets key's claim and session. p.mu is held.
+func (p *pool) unlink(key string) {
+	delete(p.byToken, p.claimOf[key])
+	delete(p.claimOf, key)
+	delete(p.byKey, key)
+}
+
+// done records that key is gone (released, or found missing) and says
+// whether the session it lived under has ended.
+func (p *pool) done(key string) (sessionEnded bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.drop(key)
+	return s != nil && s.dead
+}
+
+// abandon marks key, whose holder gave up on it but whose deletion failed,
+// for deletion at the session's next renewal; unrenewed, the lease expires
+// with it.
+func (p *pool) abandon(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.byKey[key]; s != nil {
+		s.keys[key] = time.Time{}
+		p.idleCheck(s)
+	}
+}
+
+// touch records that keys are asked for now and returns the lease each
+// lives under as far as the driver knows (0: unknown).
+func (p *pool) touch(keys []string) []clientv3.LeaseID {
+	now := time.Now()
+	ids := make([]clientv3.LeaseID, len(keys))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, k := range keys {
+		if s := p.byKey[k]; s != nil {
+			s.keys[k] = now
+			ids[i] = s.id
+		}
+	}
+	return ids
+}
+
+// sessionOf returns the session key lives under, if known.
+func (p *pool) sessionOf(key string) *session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byKey[key]
+}
+
+// byID returns the live session with id, if any.
+func (p *pool) byID(id clientv3.LeaseID) *session {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.all[id]
+}
+
+// gone records that etcd no longer has s: every key under it is gone.
+func (p *pool) gone(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.dead = true
+	p.retire(s)
+	delete(p.all, s.id)
+}
+
+// retire stops new keys from going under s. p.mu is held.
+func (p *pool) retire(s *session) {
+	s.retired = true
+	if p.current[s.secs] == s {
+		delete(p.current, s.secs)
+	}
+	p.idleCheck(s)
+}
+
+// live counts the keys under s that someone still holds. p.mu is held.
+func (s *session) live() int {
+	n := 0
+	for _, at := range s.keys {
+		if !at.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+// idleCheck arms the idle timer of s when no live key is left. p.mu is
+// held. A retired session is revoked as soon as it is idle; a current one
+// after lingering a third of its TTL, for the next acquire to reuse.
+func (p *pool) idleCheck(s *session) {
+	if s.dead || p.closed || s.live() > 0 {
+		return
+	}
+	s.idle = time.Now()
+	if s.timer != nil {
+		return
+	}
+	linger := s.ttl / idleLingerDiv
+	if s.retired {
+		linger = 0
+	}
+	s.timer = time.AfterFunc(linger, func() { p.idleFired(s) })
+}
+
+// idleFired revokes s if it is still idle (and forgets it), else waits.
+func (p *pool) idleFired(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.timer = nil
+	if s.dead || p.closed || s.live() > 0 {
+		return
+	}
+	linger := s.ttl / idleLingerDiv
+	if left := linger - time.Since(s.idle); left > 0 && !s.retired {
+		s.timer = time.AfterFunc(left, func() { p.idleFired(s) })
+		return
+	}
+	s.dead = true
+	p.retire(s)
+	delete(p.all, s.id)
+	for k := range s.keys {
+		p.unlink(k)
+	}
+	p.background(func(ctx context.Context) { _, _ = p.cli.Revoke(ctx, s.id) })
+}
+
+// background runs fn detached, bounded by cleanupTimeout and by close.
+// p.mu is held.
+func (p *pool) background(fn func(ctx context.Context)) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ctx, cancel := context.WithTimeout(p.ctx, cleanupTimeout)
+		defer cancel()
+		fn(ctx)
+	}()
+}
+
+// deleteLater deletes key in the background: the caller gave up on it and
+// must not wait (its context is done). If that fails too, the key is
+// deleted at the session's next renewal, or expires with the lease.
+func (p *pool) deleteLater(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.background(func(ctx context.Context) {
+		if _, err := p.cli.Delete(ctx, key); err != nil {
+			p.abandon(key)
+			return
+		}
+		p.done(key)
+	})
+}
+
+// close stops the background work and revokes every session (which
+// deletes every key still under them), bounded by cleanupTimeout.
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	var ids []clientv3.LeaseID
+	for id, s := range p.all {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		s.dead = true
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	p.cancel() // grants in flight and idle revocations: the revokes below cover them
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() { _, _ = p.cli.Revoke(ctx, id) })
+	}
+	wg.Wait()
+	p.wg.Wait()
+}

@@ -1,0 +1,204 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/etcdlock"
+	"github.com/dlockdev/dlock/internal/testserver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// leaseOf returns the etcd lease the holder key of name lives under.
+func leaseOf(t *testing.T, cli *clientv3.Client, name string) clientv3.LeaseID {
+	t.Helper()
+	_, lease := head(t, cli, name)
+	return lease
+}
+
+// leaseAlive reports whether etcd still has lease id.
+func leaseAlive(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) bool {
+	t.Helper()
+	resp, err := cli.TimeToLive(context.Background(), id)
+	if err != nil {
+		t.Fatalf("TimeToLive: %v", err)
+	}
+	return resp.TTL > 0
+}
+
+func acquire(t *testing.T, l *dlock.Locker, name string, opts ...dlock.Option) *dlock.Lease {
+	t.Helper()
+	ls, err := l.Acquire(context.Background(), name, opts...)
+	if err != nil {
+		t.Fatalf("Acquire %s: %v", name, err)
+	}
+	return ls
+}
+
+// TestSharedLease: locks of one Locker with one TTL share one etcd lease,
+// other TTLs get their own, an idle lease is revoked after a third of its
+// TTL, and Close revokes what is left.
+func TestSharedLease(t *testing.T) {
+	srv := testserver.Etcd(t)
+	cli := client(t, srv.Endpoint)
+	l := locker(t, srv.Endpoint)
+	a := acquire(t, l, "shared/a", dlock.WithTTL(2*time.Second))
+	b := acquire(t, l, "shared/b", dlock.WithTTL(2*time.Second))
+	c := acquire(t, l, "shared/c", dlock.WithTTL(3*time.Second))
+	la, lb, lc := leaseOf(t, cli, "shared/a"), leaseOf(t, cli, "shared/b"), leaseOf(t, cli, "shared/c")
+	if la != lb {
+		t.Errorf("two 2s locks of one Locker use leases %x and %x, want one", la, lb)
+	}
+	if lc == la {
+		t.Errorf("a 3s lock shares the 2s locks' lease %x", la)
+	}
+	for _, ls := range []*dlock.Lease{a, b, c} {
+		if err := ls.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !leaseAlive(t, cli, la) {
+		t.Errorf("the shared lease was revoked at once on release; it should linger for reuse")
+	}
+	time.Sleep(2*time.Second/3 + 500*time.Millisecond)
+	if leaseAlive(t, cli, la) {
+		t.Errorf("idle shared lease %x still alive after a third of its TTL", la)
+	}
+	d := acquire(t, l, "shared/d", dlock.WithTTL(3*time.Second))
+	ld := leaseOf(t, cli, "shared/d")
+	_ = d // held while the Locker closes
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if leaseAlive(t, cli, ld) {
+		t.Errorf("lease %x outlived the Locker's Close", ld)
+	}
+	resp, err := cli.Leases(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Leases) != 0 {
+		t.Errorf("etcd still has %d leases after Close: %+v", len(resp.Leases), resp.Leases)
+	}
+}
+
+// TestSessionEnded: when the shared lease ends (revoked here, as when it
+// expires), every lock under it is lost with "backend session ended".
+func TestSessionEnded(t *testing.T) {
+	srv := testserver.Etcd(t)
+	cli := client(t, srv.Endpoint)
+	l := locker(t, srv.Endpoint)
+	var leases []*dlock.Lease
+	for _, name := range []string{"ended/a", "ended/b", "ended/c"} {
+		leases = append(leases, acquire(t, l, name, dlock.WithTTL(3*time.Second)))
+	}
+	if _, err := cli.Revoke(context.Background(), leaseOf(t, cli, "ended/a")); err != nil {
+		t.Fatal(err)
+	}
+	for _, ls := range leases {
+		select {
+		case <-ls.Done():
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s not lost 3s after its lease was revoked", ls.Name())
+		}
+		var lost *dlock.LostError
+		if !errors.As(ls.Err(), &lost) || lost.Reason != dlock.LostSession {
+			t.Errorf("%s: %v, want a loss with reason \"backend session ended\"", ls.Name(), ls.Err())
+		}
+	}
+	// The next acquire takes a new lease.
+	ls := acquire(t, l, "ended/a", dlock.WithTTL(3*time.Second))
+	if err := ls.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUnrefreshedKeyExpires: a lock without auto-refresh ends with its own
+// TTL (at most a third of it later) although another lock of the same
+// Locker keeps the shared lease alive; then someone else can take it.
+func TestUnrefreshedKeyExpires(t *testing.T) {
+	srv := testserver.Etcd(t)
+	ttl := 2 * time.Second
+	l := locker(t, srv.Endpoint)
+	keeper := acquire(t, l, "sweep/keeper", dlock.WithTTL(ttl))
+	manual := acquire(t, l, "sweep/manual", dlock.WithTTL(ttl), dlock.WithAutoRefresh(false))
+	other := locker(t, srv.Endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), ttl+ttl/3+3*time.Second)
+	defer cancel()
+	start := time.Now()
+	ls, err := other.Acquire(ctx, "sweep/manual", dlock.WithTTL(ttl), dlock.WithWait(time.Minute))
+	if err != nil {
+		t.Fatalf("the unrefreshed lock was not freed: %v", err)
+	}
+	t.Logf("unrefreshed lock free after %s (TTL %s)", time.Since(start).Round(time.Millisecond), ttl)
+	if ls.Fence() <= manual.Fence() {
+		t.Errorf("fence %d after expiry is not above %d", ls.Fence(), manual.Fence())
+	}
+	select {
+	case <-keeper.Done():
+		t.Errorf("the refreshed lock was lost: %v", keeper.Err())
+	default:
+	}
+	_ = ls.Release(context.Background())
+	_ = keeper.Release(context.Background())
+}
+
+// TestFencesIncreaseReused: one Locker taking one name again and again
+// reuses the key (same lease, same slot); the fence, the key's create
+// revision, still rises with every grant, also when another Locker takes
+// turns.
+func TestFencesIncreaseReused(t *testing.T) {
+	srv := testserver.Etcd(t)
+	l1, l2 := locker(t, srv.Endpoint), locker(t, srv.Endpoint)
+	var last uint64
+	for i := range 20 {
+		l := l1
+		if i%5 == 4 {
+			l = l2
+		}
+		ls := acquire(t, l, "reuse", dlock.WithTTL(etcdlock.MinTTL))
+		if ls.Fence() <= last {
+			t.Fatalf("grant %d: fence %d is not above %d", i, ls.Fence(), last)
+		}
+		last = ls.Fence()
+		if err := ls.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSameNameOneLocker: two goroutines of one Locker on one name get
+// distinct keys (slots) and exclude each other.
+func TestSameNameOneLocker(t *testing.T) {
+	srv := testserver.Etcd(t)
+	l := locker(t, srv.Endpoint)
+	a := acquire(t, l, "same", dlock.WithTTL(etcdlock.MinTTL))
+	if _, err := l.TryAcquire(context.Background(), "same", dlock.WithTTL(etcdlock.MinTTL)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("second TryAcquire on one Locker: %v, want ErrNotAcquired", err)
+	}
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		ls, err := l.Acquire(context.Background(), "same", dlock.WithTTL(etcdlock.MinTTL), dlock.WithWait(time.Minute))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	queued(t, client(t, srv.Endpoint), "same", 2)
+	select {
+	case <-got:
+		t.Fatal("a waiter of the same Locker was granted while the lock was held")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := a.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := <-got
+	if b == nil || b.Fence() <= a.Fence() {
+		t.Fatalf("waiter: %v", b)
+	}
+	_ = b.Release(context.Background())
+}
