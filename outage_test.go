@@ -316,3 +316,31 @@ func TestReleaseHonoursDeadline(t *testing.T) {
 		})
 	}
 }
+
+// sinceDriver grants with a Since one second before the attempt, as a
+// grant on a shared lease renewed earlier does.
+type sinceDriver struct{ *countingDriver }
+
+func (d sinceDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, err := d.countingDriver.TryAcquire(ctx, req)
+	g.Since = time.Now().Add(-time.Second)
+	return g, err
+}
+
+// TestGrantSinceCounts: a grant whose TTL started before the attempt
+// (Grant.Since) expires locally that much earlier.
+func TestGrantSinceCounts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := wrap(t, sinceDriver{newCounting(t, memlock.NewStore())})
+		defer l.Close()
+		const ttl = 10 * time.Second
+		ls, err := l.TryAcquire(t.Context(), "s", dlock.WithTTL(ttl), dlock.WithAutoRefresh(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := time.Now().Add(-time.Second).Add(ttl - ttl/100 - 2*time.Millisecond)
+		if got := ls.Expires(); !got.Equal(want) {
+			t.Errorf("Expires %s after now, want %s (counted from Since)", time.Until(got), time.Until(want))
+		}
+	})
+}

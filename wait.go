@@ -70,6 +70,9 @@ func (l *Locker) acquire(ctx context.Context, name string, s settings) (*Lease, 
 		sent := time.Now()
 		g, err := l.drv.TryAcquire(wctx, req)
 		if err == nil && g.Acquired {
+			if !g.Since.IsZero() && g.Since.Before(sent) {
+				sent = g.Since // the grant rides on an older renewal (a shared lease)
+			}
 			return l.granted(req, g, sent, s)
 		}
 		w.record(g, err)

@@ -75,8 +75,9 @@ type Grant struct {
 	// Since, when not zero, is when the granted lease's TTL started
 	// counting, on this host's monotonic clock: the SENT time of the call
 	// that last created or renewed it. A Queuer that keeps a waiter's lease
-	// alive while it queues must set it; zero means the time the attempt
-	// was sent.
+	// alive while it queues must set it, and so must a driver whose grant
+	// rides on a shared lease renewed earlier (etcd); zero means the time
+	// the attempt was sent.
 	Since time.Time
 }
 
