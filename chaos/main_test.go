@@ -1,0 +1,85 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// results collects every scenario's rows; TestMain prints them.
+var results Table
+
+// Environment variables of the suite.
+const (
+	// envMode selects the full run: DLOCK_CHAOS=full (make chaos).
+	envMode = "DLOCK_CHAOS"
+	// envOut names a file the verdict table is also written to.
+	envOut = "DLOCK_CHAOS_OUT"
+	// envTrials overrides every scenario's trial count.
+	envTrials = "DLOCK_CHAOS_TRIALS"
+)
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(envChild); spec != "" {
+		os.Exit(childMain(spec))
+	}
+	start := time.Now()
+	code := m.Run()
+	if len(results.Rows()) == 0 {
+		os.Exit(code)
+	}
+	header := fmt.Sprintf("dlock fault suite: %s run, %s, %s/%s, %d CPUs, %s",
+		modeName(), time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH,
+		runtime.NumCPU(), time.Since(start).Round(time.Second))
+	fmt.Println()
+	_ = results.Markdown(os.Stdout, header)
+	if path := os.Getenv(envOut); path != "" {
+		if err := results.WriteFile(path, header); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: write table:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func fullRun() bool { return os.Getenv(envMode) == "full" }
+
+func modeName() string {
+	if fullRun() {
+		return "full"
+	}
+	return "short"
+}
+
+// trials returns the trial count: short in the default run, at least 20
+// in the full run, or DLOCK_CHAOS_TRIALS.
+func trials(short int) int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv(envTrials), &n); err == nil && n > 0 {
+		return n
+	}
+	if fullRun() {
+		return 20
+	}
+	return short
+}
+
+// report adds the row to the table and fails t when the row misses its
+// expectation.
+func report(t *testing.T, r Row) {
+	t.Helper()
+	results.Add(r)
+	t.Logf("%s / %s: %d trials, %d violations, %d unlinearizable, %s p50 %v p99 %v %s",
+		r.Scenario, r.Backend, r.Trials, r.Violations, r.Unlinearizable, r.Metric,
+		Percentile(r.Timings, 50), Percentile(r.Timings, 99), r.Note)
+	if !r.Pass() {
+		if r.Expect == ExpectViolation {
+			t.Errorf("%s / %s: negative control did not reproduce its violation in %d trials: the suite is blind to it",
+				r.Scenario, r.Backend, r.Trials)
+		} else {
+			t.Errorf("%s / %s: %d violations in %d trials", r.Scenario, r.Backend, r.Violations, r.Trials)
+		}
+	}
+}
