@@ -6,7 +6,9 @@ import (
 )
 
 // at returns a time ms milliseconds after a fixed origin.
-func at(ms int) time.Time { return time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond) }
+func at(ms int) time.Time {
+	return time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond)
+}
 
 func TestHistoryAcceptsSequentialGrants(t *testing.T) {
 	var h History
