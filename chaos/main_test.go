@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,10 +67,28 @@ func trials(short int) int {
 	return short
 }
 
+// knownBugs are rows that violate today: open bugs of issue 10, for the
+// driver owners, keyed by "S<n>|backend". Their violations are in the
+// table either way; the short run (go test, CI) logs them instead of
+// failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
+// A known bug that no longer reproduces is logged, to be removed here.
+var knownBugs = map[string]string{
+	"S8b|redis":            "issue 10 §4: abandoned attempt granted after the stall; §2: returns past the deadline",
+	"S8b|postgres (lease)": "issue 10 §4: abandoned attempt granted after the stall",
+}
+
+func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }
+
 // report adds the row to the table and fails t when the row misses its
-// expectation.
+// expectation (a known bug only in a strict run).
 func report(t *testing.T, r Row) {
 	t.Helper()
+	key := strings.Fields(r.Scenario)[0] + "|" + r.Backend
+	if bug, ok := knownBugs[key]; ok && !r.Pass() {
+		r.Known = bug
+	} else if ok {
+		t.Logf("%s: known bug no longer reproduces (%d trials); remove it from knownBugs", key, r.Trials)
+	}
 	results.Add(r)
 	t.Logf("%s / %s: %d trials, %d violations, %d unlinearizable, %s p50 %v p99 %v %s",
 		r.Scenario, r.Backend, r.Trials, r.Violations, r.Unlinearizable, r.Metric,
@@ -78,6 +97,9 @@ func report(t *testing.T, r Row) {
 		if r.Expect == ExpectViolation {
 			t.Errorf("%s / %s: negative control did not reproduce its violation in %d trials: the suite is blind to it",
 				r.Scenario, r.Backend, r.Trials)
+		} else if r.Known != "" && !strict() {
+			t.Logf("%s / %s: %d violations in %d trials: open bug (%s), not failing the short run",
+				r.Scenario, r.Backend, r.Violations, r.Trials, r.Known)
 		} else {
 			t.Errorf("%s / %s: %d violations in %d trials", r.Scenario, r.Backend, r.Violations, r.Trials)
 		}
