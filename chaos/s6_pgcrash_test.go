@@ -1,11 +1,8 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/internal/testserver"
@@ -46,7 +43,7 @@ func s6Case(t *testing.T, srv *testserver.PostgresServer, b backend, async bool)
 	next := openLocker(t, b, dlock.WithTTL(b.TTL))
 	var back, overlap, kept int
 	for i := range trials(1) {
-		r := s6Trial(t, srv, a, next, i)
+		r := holdThroughFault(t, a, next, lockName("s6", i), func() { srv.Crash(); srv.Restart(t) }, 3*b.TTL)
 		row.Trials++
 		if r.fenceBack {
 			back++
@@ -73,71 +70,3 @@ func s6Case(t *testing.T, srv *testserver.PostgresServer, b backend, async bool)
 	row.Note = fmt.Sprintf("fence not above: %d, overlap: %d, holder kept the lock: %d", back, overlap, kept)
 	report(t, row)
 }
-
-type s6Result struct {
-	fenceBack, overlap, untold, kept bool
-	told                             time.Duration
-	lin                              error
-}
-
-// s6Trial crashes the server right after a grant, restarts it, and lets a
-// second Locker acquire. A holder whose watchdog re-confirms its lease
-// after the restart keeps the lock (legal); it then releases after 3 TTLs.
-func s6Trial(t *testing.T, srv *testserver.PostgresServer, a, next *dlock.Locker, trial int) s6Result {
-	ctx := context.Background()
-	name := lockName("s6", trial)
-	var h History
-	call := time.Now()
-	ls, err := a.Acquire(ctx, name, dlock.WithWait(20*time.Second))
-	if err != nil {
-		t.Fatalf("holder: %v", err)
-	}
-	h.Grant(1, ls.Fence(), call, time.Now())
-	killed := time.Now()
-	srv.Crash()
-	srv.Restart(t)
-
-	type grant struct {
-		ls       *dlock.Lease
-		call, at time.Time
-		aHeld    bool
-		err      error
-	}
-	var releasing atomic.Bool
-	got := make(chan grant, 1)
-	go func() {
-		g := grant{call: time.Now()}
-		g.ls, g.err = next.Acquire(ctx, name, dlock.WithWait(20*time.Second))
-		g.at = time.Now()
-		g.aHeld = ls.Err() == nil && !releasing.Load()
-		got <- g
-	}()
-	var r s6Result
-	select {
-	case <-ls.Done():
-		at := time.Now()
-		h.End(1, at, at)
-		r.told = at.Sub(killed)
-	case <-time.After(3 * ttlOf(ls)):
-		r.kept = true
-		releasing.Store(true)
-		rc := time.Now()
-		_ = ls.Release(ctx)
-		h.End(1, rc, time.Now())
-	}
-	g := <-got
-	if g.err != nil {
-		t.Fatalf("next holder: %v", g.err)
-	}
-	h.Grant(2, g.ls.Fence(), g.call, g.at)
-	rc := time.Now()
-	_ = g.ls.Release(ctx)
-	h.End(2, rc, time.Now())
-	_ = ls.Release(ctx)
-	r.fenceBack = g.ls.Fence() <= ls.Fence()
-	r.overlap = g.aHeld
-	r.lin = h.Check()
-	return r
-}
-
-func ttlOf(ls *dlock.Lease) time.Duration { return ls.TTL() }
