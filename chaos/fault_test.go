@@ -15,7 +15,8 @@ type faultResult struct {
 	fenceBack     bool   // second <= first
 	overlap       bool   // the next holder was granted while the first still believed
 	kept          bool   // the first holder was never told, and released
-	told          time.Duration
+	faulted       time.Time     // when fault was called
+	told          time.Duration // fault→first holder told
 	next          time.Duration // fault→next grant
 	lin           error
 }
@@ -52,7 +53,7 @@ func holdThroughFault(t *testing.T, a, next *dlock.Locker, name string, fault fu
 		g.aHeld = ls.Err() == nil && !releasing.Load()
 		got <- g
 	}()
-	var r faultResult
+	r := faultResult{faulted: faulted}
 	select {
 	case <-ls.Done():
 		at := time.Now()
