@@ -74,7 +74,6 @@ func holdThroughFault(t *testing.T, a, next *dlock.Locker, name string, fault fu
 	rc := time.Now()
 	_ = g.ls.Release(ctx)
 	h.End(2, rc, time.Now())
-	_ = ls.Release(ctx)
 	r.first, r.second = ls.Fence(), g.ls.Fence()
 	r.fenceBack = r.second <= r.first
 	r.overlap = g.aHeld

@@ -34,7 +34,7 @@ func s2Case(t *testing.T, b backend) {
 	}
 	locker := openLocker(t, b, dlock.WithTTL(b.TTL))
 	late := 0
-	for i := range trials(2) {
+	for i := range trials(1) {
 		d, bad, lin := s2Trial(t, b, locker, i)
 		row.Trials++
 		row.Timings = append(row.Timings, d)

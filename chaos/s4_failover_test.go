@@ -36,7 +36,7 @@ func TestS4RedisFailover(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			row := Row{Scenario: c.name, Backend: "redis primary+replica", Expect: c.expect, Metric: "kill→second grant"}
 			var refused, fenceBack int
-			for i := range trials(2) {
+			for i := range trials(1) {
 				r := s4Trial(t, c.sync, c.late, i)
 				row.Trials++
 				if r.refused {

@@ -33,6 +33,11 @@ func TestS8StormOnStalledServer(t *testing.T) {
 		{etcdBackend(t, et.URL()), et.Pause, et.Resume},
 	}
 	for _, c := range cases {
+		if c.b.Name == "redis" && !fullRun() {
+			// Its waiters return up to 20 s late today (issue 10 §2): too
+			// slow for the short run's budget. make chaos runs it.
+			continue
+		}
 		t.Run(c.b.Name, func(t *testing.T) {
 			// Resume even when the test fails half-way.
 			t.Cleanup(c.resume)
