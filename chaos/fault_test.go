@@ -11,10 +11,10 @@ import (
 
 // faultResult is the outcome of one holdThroughFault trial.
 type faultResult struct {
-	first, second uint64 // the fences
-	fenceBack     bool   // second <= first
-	overlap       bool   // the next holder was granted while the first still believed
-	kept          bool   // the first holder was never told, and released
+	first, second uint64        // the fences
+	fenceBack     bool          // second <= first
+	overlap       bool          // the next holder was granted while the first still believed
+	kept          bool          // the first holder was never told, and released
 	faulted       time.Time     // when fault was called
 	told          time.Duration // fault→first holder told
 	next          time.Duration // fault→next grant

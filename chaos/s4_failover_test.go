@@ -78,7 +78,7 @@ func s4Trial(t *testing.T, sync, late bool, trial int) s4Result {
 	defer r.Kill()
 	url := p.URL()
 	if sync {
-		url += "?replica_sync=1&replica_timeout=200ms"
+		url += "?replica_sync=1&replica_timeout=1s"
 	}
 	b := backend{Name: "redis primary", URL: url, TTL: shortTTL}
 	a := openLocker(t, b, dlock.WithTTL(b.TTL))
