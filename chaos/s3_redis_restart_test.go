@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/dlockdev/dlock"
@@ -39,9 +40,16 @@ func s3Case(t *testing.T, srv *testserver.RedisServer, setting string, volatile 
 		Backend: b.Name, Expect: ExpectSafe, Metric: "kill→next grant"}
 	doubles := Row{Scenario: "S3 Redis SIGKILL+restart after a grant: second holder while the first believes",
 		Backend: b.Name, Expect: ExpectSafe, Metric: "kill→first holder told"}
-	if volatile {
+	switch {
+	case volatile:
 		doubles.Scenario = "S3 Redis SIGKILL+restart, no persistence control: second holder while the first believes"
 		doubles.Expect = ExpectViolation
+	case strings.Contains(setting, "everysec"):
+		// Measured, not judged: with everysec Redis may postpone the AOF
+		// write behind a slow background fsync (up to 2 s) and still
+		// reply, so even a process crash can lose an acknowledged grant
+		// (1 of 20 in the first full run). Only "always" is judged safe.
+		doubles.Expect = ExpectReport
 	}
 	a := openLocker(t, b, dlock.WithTTL(b.TTL))
 	next := openLocker(t, b, dlock.WithTTL(b.TTL))
