@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test lint vet fmt staticcheck unit bench bench-compare bench-readme demo
+.PHONY: test lint vet fmt staticcheck unit bench bench-compare bench-readme demo chaos
 
 test: lint unit
 
@@ -42,3 +42,12 @@ bench-readme:
 
 demo:
 	$(GO) run ./cmd/dlock demo
+
+# make chaos: the fault suite (package chaos) in full, at least 20 trials of
+# each scenario against real servers; not part of make test, which runs its
+# short subset. The verdict table goes to stdout and to CHAOS_OUT.
+CHAOS_OUT ?= chaos/RESULTS.md
+CHAOS_TIMEOUT ?= 90m
+
+chaos:
+	DLOCK_CHAOS=full DLOCK_CHAOS_OUT=$(abspath $(CHAOS_OUT)) $(GO) test -count=1 -p 1 -v -timeout $(CHAOS_TIMEOUT) ./chaos/

@@ -1,0 +1,222 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/fence"
+	"github.com/dlockdev/dlock/fence/pgfence"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// envChild carries a childSpec (JSON) to a re-executed test binary.
+const envChild = "DLOCK_CHAOS_CHILD"
+
+// Child roles.
+const (
+	roleHold = "hold" // acquire, print "held ...", hold until stdin EOF or death
+	roleRMW  = "rmw"  // acquire, read the counter, wait for "go", write it + 1
+)
+
+// childSpec is what a child process is asked to do.
+type childSpec struct {
+	Role   string
+	URL    string
+	Name   string
+	TTL    time.Duration
+	DB     string // the resource's Postgres URL (rmw)
+	Key    string // the resource row (rmw)
+	Fenced bool   // write through pgfence (rmw); plain UPDATE otherwise
+}
+
+func childMain(raw string) int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos child:", err)
+		return 2
+	}
+	if err := spec.run(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos child:", err)
+		return 1
+	}
+	return 0
+}
+
+func (c childSpec) run() error {
+	ctx := context.Background()
+	l, err := dlock.Open(ctx, c.URL, dlock.WithTTL(c.TTL), dlock.WithWait(time.Minute),
+		dlock.WithOwner(fmt.Sprintf("chaos-child/%d", os.Getpid())))
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	call := time.Now()
+	ls, err := l.Acquire(ctx, c.Name)
+	if err != nil {
+		return err
+	}
+	ret := time.Now()
+	expires := ret.Add(time.Until(ls.Expires()))
+	fmt.Printf("held %d %d %d %d\n", ls.Fence(), call.UnixNano(), ret.UnixNano(), expires.UnixNano())
+	if c.Role == roleRMW {
+		return c.rmw(ctx, ls)
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return ls.Release(ctx)
+}
+
+// rmw is a read-modify-write that, like a paused process, does not look at
+// the lease between its read and its write.
+func (c childSpec) rmw(ctx context.Context, ls *dlock.Lease) error {
+	pool, err := pgxpool.New(ctx, c.DB)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	n, err := readCounter(ctx, pool, c.Key)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("read %d\n", n)
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
+	call := time.Now()
+	ok, err := writeCounter(ctx, pool, c.Key, ls.Fence(), n+1, c.Fenced)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("wrote %v %d %d\n", ok, call.UnixNano(), time.Now().UnixNano())
+	return nil
+}
+
+// counters is the fenced resource of S1: one row per key.
+var counters = pgfence.Table{Name: "chaos_counter", Key: "id"}
+
+func createCounter(ctx context.Context, pool *pgxpool.Pool, key string) error {
+	_, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS chaos_counter (id text PRIMARY KEY, fence bigint NOT NULL DEFAULT 0, n bigint NOT NULL DEFAULT 0)`)
+	if err == nil {
+		_, err = pool.Exec(ctx, `INSERT INTO chaos_counter (id) VALUES ($1)`, key)
+	}
+	return err
+}
+
+func readCounter(ctx context.Context, pool *pgxpool.Pool, key string) (n int64, err error) {
+	err = pool.QueryRow(ctx, `SELECT n FROM chaos_counter WHERE id = $1`, key).Scan(&n)
+	return n, err
+}
+
+// writeCounter writes n, fenced or not; ok is false when the fence
+// rejected the write.
+func writeCounter(ctx context.Context, pool *pgxpool.Pool, key string, f uint64, n int64, fenced bool) (ok bool, err error) {
+	if !fenced {
+		_, err = pool.Exec(ctx, `UPDATE chaos_counter SET n = $2 WHERE id = $1`, key, n)
+		return err == nil, err
+	}
+	err = counters.Update(ctx, pool, key, f, pgfence.Values{"n": n})
+	if errors.Is(err, fence.ErrStale) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// proc is a running child process.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string
+	stderr strings.Builder
+	done   chan struct{}
+}
+
+// startChild re-executes the test binary as a child; it is killed, if
+// still running, when t ends.
+func startChild(t *testing.T, spec childSpec) *proc {
+	t.Helper()
+	raw, _ := json.Marshal(spec)
+	p := &proc{t: t, cmd: exec.Command(os.Args[0], "-test.run=^$"), lines: make(chan string, 16), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), envChild+"="+string(raw))
+	p.cmd.Stderr = &p.stderr
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// expect waits for the child's next line, which must start with word, and
+// returns its other fields.
+func (p *proc) expect(word string, timeout time.Duration) []string {
+	p.t.Helper()
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			<-p.done
+			p.t.Fatalf("child exited before %q: %s", word, p.stderr.String())
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != word {
+			p.t.Fatalf("child said %q, want %q", line, word)
+		}
+		return f[1:]
+	case <-time.After(timeout):
+		p.t.Fatalf("child did not say %q within %s", word, timeout)
+	}
+	return nil
+}
+
+func (p *proc) send(line string) { _, _ = io.WriteString(p.stdin, line+"\n") }
+
+func (p *proc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+
+// kill ends the child with SIGKILL and waits for it.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// held parses a child's "held" line: fence, call, return, local expiry.
+func held(t *testing.T, f []string) (fence uint64, call, ret, expires time.Time) {
+	t.Helper()
+	if len(f) != 4 {
+		t.Fatalf("held line %q", f)
+	}
+	fence, _ = strconv.ParseUint(f[0], 10, 64)
+	return fence, unixNano(f[1]), unixNano(f[2]), unixNano(f[3])
+}
+
+func unixNano(s string) time.Time {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return time.Unix(0, n)
+}

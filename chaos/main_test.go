@@ -1,0 +1,116 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// results collects every scenario's rows; TestMain prints them.
+var results Table
+
+// Environment variables of the suite.
+const (
+	// envMode selects the full run: DLOCK_CHAOS=full (make chaos).
+	envMode = "DLOCK_CHAOS"
+	// envOut names a file the verdict table is also written to.
+	envOut = "DLOCK_CHAOS_OUT"
+	// envTrials overrides every scenario's trial count.
+	envTrials = "DLOCK_CHAOS_TRIALS"
+)
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(envChild); spec != "" {
+		os.Exit(childMain(spec))
+	}
+	start := time.Now()
+	code := m.Run()
+	if len(results.Rows()) == 0 {
+		os.Exit(code)
+	}
+	header := fmt.Sprintf("dlock fault suite: %s run, %s, %s/%s, %d CPUs, %s",
+		modeName(), time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH,
+		runtime.NumCPU(), time.Since(start).Round(time.Second))
+	fmt.Println()
+	_ = results.Markdown(os.Stdout, header)
+	if path := os.Getenv(envOut); path != "" {
+		if err := results.WriteFile(path, header); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: write table:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func fullRun() bool { return os.Getenv(envMode) == "full" }
+
+func modeName() string {
+	if fullRun() {
+		return "full"
+	}
+	return "short"
+}
+
+// trials returns the trial count: short in the default run, at least 20
+// in the full run, or DLOCK_CHAOS_TRIALS.
+func trials(short int) int {
+	var n int
+	if _, err := fmt.Sscan(os.Getenv(envTrials), &n); err == nil && n > 0 {
+		return n
+	}
+	if fullRun() {
+		return 20
+	}
+	return short
+}
+
+// knownBugs are rows that violate today: open bugs of issue 10, for the
+// driver owners, keyed by "S<n>|backend". Their violations are in the
+// table either way; the short run (go test, CI) logs them instead of
+// failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
+// A known bug that no longer reproduces is logged, to be removed here.
+var knownBugs = map[string]string{
+	"S8b|redis":                 "issue 10 §4: abandoned attempt granted after the stall; §2: returns past the deadline",
+	"S8b|postgres (lease)":      "issue 10 §4: abandoned attempt granted after the stall",
+	"S4c|redis primary+replica": "issue 10 §4: replica_sync does not cover refreshes",
+	"S2|postgres (advisory)":    "advisory waiters poll: a dead session's lock seen up to a backoff late (1 of 20)",
+	"S2|etcd":                   "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
+	"S8|postgres (advisory)":    "lock not free at the first TryAcquire after the release (2 of 20)",
+	"S6|postgres (advisory)":    "issue 10 §4: after a short crash the next holder is granted before the old one is told",
+	"S9|postgres (lease)":       "10,000 leases at TTL 2s: 2,000 lost",
+	"S9|etcd":                   "10,000 leases at TTL 2s: 9,996 lost",
+}
+
+func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }
+
+// report adds the row to the table and fails t when the row misses its
+// expectation (a known bug only in a strict run).
+func report(t *testing.T, r Row) {
+	t.Helper()
+	key := strings.Fields(r.Scenario)[0] + "|" + r.Backend
+	bug, ok := knownBugs[key]
+	ok = ok && r.Expect == ExpectSafe // a control sharing the key is judged as a control
+	if ok && !r.Pass() {
+		r.Known = bug
+	} else if ok {
+		t.Logf("%s: known bug no longer reproduces (%d trials); remove it from knownBugs", key, r.Trials)
+	}
+	results.Add(r)
+	t.Logf("%s / %s: %d trials, %d violations, %d unlinearizable, %s p50 %v p99 %v %s",
+		r.Scenario, r.Backend, r.Trials, r.Violations, r.Unlinearizable, r.Metric,
+		Percentile(r.Timings, 50), Percentile(r.Timings, 99), r.Note)
+	if !r.Pass() {
+		if r.Expect == ExpectViolation {
+			t.Errorf("%s / %s: negative control did not reproduce its violation in %d trials: the suite is blind to it",
+				r.Scenario, r.Backend, r.Trials)
+		} else if r.Known != "" && !strict() {
+			t.Logf("%s / %s: %d violations in %d trials: open bug (%s), not failing the short run",
+				r.Scenario, r.Backend, r.Violations, r.Trials, r.Known)
+		} else {
+			t.Errorf("%s / %s: %d violations in %d trials", r.Scenario, r.Backend, r.Violations, r.Trials)
+		}
+	}
+}

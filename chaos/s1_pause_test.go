@@ -1,0 +1,116 @@
+package chaos
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TestS1PauseMidReadModifyWrite: a holder (a separate process) reads a
+// counter, is frozen (SIGSTOP) past its TTL, a second holder takes the
+// lock and increments the counter, and the first resumes and writes its
+// stale value. With fencing (pgfence) the resource must reject every such
+// write; without it (the negative control) the update is lost.
+//
+// Postgres advisory mode is left out: its lease is the session, which a
+// frozen client keeps, so the second holder is (rightly) never granted.
+func TestS1PauseMidReadModifyWrite(t *testing.T) {
+	pg := testserver.Postgres(t)
+	dbURL := pg.NewDatabase(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	backends := []backend{
+		redisBackend(t, testserver.Redis(t)),
+		pgBackend(t, pg, "lease"),
+		etcdBackend(t, testserver.Etcd(t).URL()),
+		fileBackend(t),
+	}
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			for _, fenced := range []bool{true, false} {
+				s1Case(t, b, pool, dbURL, fenced)
+			}
+		})
+	}
+}
+
+func s1Case(t *testing.T, b backend, pool *pgxpool.Pool, dbURL string, fenced bool) {
+	row := Row{Scenario: "S1 pause past TTL mid read-modify-write, fenced (stale writes accepted)", Backend: b.Name,
+		Expect: ExpectSafe, Metric: "pause→next grant"}
+	if !fenced {
+		row.Scenario = "S1 pause past TTL mid read-modify-write, unfenced control (lost updates)"
+		row.Expect = ExpectViolation
+	}
+	locker := openLocker(t, b, dlock.WithTTL(b.TTL))
+	n := trials(1)
+	for i := range n {
+		stale, wait, lin := s1Trial(t, b, locker, pool, dbURL, fenced, i)
+		row.Trials++
+		if stale {
+			row.Violations++
+		}
+		if lin != nil {
+			row.Unlinearizable++
+			t.Logf("trial %d: %v", i, lin)
+		}
+		row.Timings = append(row.Timings, wait)
+	}
+	report(t, row)
+}
+
+// s1Trial runs one pause; stale is true when the paused holder's write was
+// accepted after the next holder's.
+func s1Trial(t *testing.T, b backend, locker *dlock.Locker, pool *pgxpool.Pool, dbURL string, fenced bool, trial int) (stale bool, wait time.Duration, lin error) {
+	ctx := context.Background()
+	name := lockName("s1", trial)
+	if err := createCounter(ctx, pool, name); err != nil {
+		t.Fatal(err)
+	}
+	var h History
+	a := startChild(t, childSpec{Role: roleRMW, URL: b.URL, Name: name, TTL: b.TTL, DB: dbURL, Key: name, Fenced: fenced})
+	fA, callA, retA, expA := held(t, a.expect("held", time.Minute))
+	h.Grant(1, fA, callA, retA)
+	h.End(1, expA, expA) // its lease promises nothing past its local expiry
+	a.expect("read", 30*time.Second)
+	a.signal(syscall.SIGSTOP)
+	paused := time.Now()
+
+	callB := time.Now()
+	ls, err := locker.Acquire(ctx, name, dlock.WithWait(5*b.TTL+10*time.Second))
+	if err != nil {
+		t.Fatalf("second holder: %v", err)
+	}
+	retB := time.Now()
+	h.Grant(2, ls.Fence(), callB, retB)
+	cur, err := readCounter(ctx, pool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wcall := time.Now()
+	ok, err := writeCounter(ctx, pool, name, ls.Fence(), cur+1, fenced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write(2, ls.Fence(), ok, wcall, time.Now())
+	rcall := time.Now()
+	if err := ls.Release(ctx); err != nil {
+		t.Fatalf("second holder's release: %v", err)
+	}
+	h.End(2, rcall, time.Now())
+
+	a.signal(syscall.SIGCONT)
+	a.send("go")
+	w := a.expect("wrote", 30*time.Second)
+	okA, _ := strconv.ParseBool(w[0])
+	h.Write(1, fA, okA, unixNano(w[1]), unixNano(w[2]))
+	return okA, retB.Sub(paused), h.Check()
+}

@@ -1,0 +1,72 @@
+package chaos
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/testserver"
+)
+
+// TestS6PostgresCrash: the server is SIGKILLed (postmaster and backends)
+// right after a grant and restarted. The holder must be told, nobody may
+// be granted while it still believes it holds, and the next fence must be
+// above the crashed grant's. The negative control runs the same with
+// synchronous_commit=off, where the grant's commit (and its fence bump)
+// may not survive the crash: the fence is reused.
+func TestS6PostgresCrash(t *testing.T) {
+	srv := testserver.NewPostgres(t)
+	for _, mode := range []string{"lease", "advisory"} {
+		for _, async := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/async=%v", mode, async), func(t *testing.T) {
+				b := pgBackend(t, srv, mode)
+				if async {
+					// A server parameter in the URL: pgx sends it at
+					// connection start-up, so only the lock's sessions
+					// commit asynchronously (the schema is already safe).
+					b.URL += "&synchronous_commit=off"
+				}
+				s6Case(t, srv, b, async)
+			})
+		}
+	}
+}
+
+func s6Case(t *testing.T, srv *testserver.PostgresServer, b backend, async bool) {
+	row := Row{Scenario: "S6 Postgres SIGKILL+restart after a grant (fence back, overlap, untold)", Backend: b.Name,
+		Expect: ExpectSafe, Metric: "kill→holder told"}
+	if async {
+		row.Scenario = "S6 Postgres SIGKILL+restart, synchronous_commit=off control (fence reused)"
+		row.Expect = ExpectViolation
+	}
+	a := openLocker(t, b, dlock.WithTTL(b.TTL))
+	next := openLocker(t, b, dlock.WithTTL(b.TTL))
+	var back, overlap, kept int
+	for i := range trials(1) {
+		r := holdThroughFault(t, a, next, lockName("s6", i), func() { srv.Crash(); srv.Restart(t) }, 3*b.TTL)
+		row.Trials++
+		if r.fenceBack {
+			back++
+		}
+		if r.overlap {
+			overlap++
+		}
+		if r.kept {
+			kept++
+		}
+		// The control is judged on what synchronous_commit=off breaks: the
+		// fence. Overlaps and untold holders count against every row.
+		if r.fenceBack || (!async && r.overlap) {
+			row.Violations++
+		}
+		if r.lin != nil {
+			row.Unlinearizable++
+			t.Logf("trial %d: %v", i, r.lin)
+		}
+		if !r.kept {
+			row.Timings = append(row.Timings, r.told)
+		}
+	}
+	row.Note = fmt.Sprintf("fence not above: %d, overlap: %d, holder kept the lock: %d", back, overlap, kept)
+	report(t, row)
+}
