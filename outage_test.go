@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -342,5 +343,37 @@ func TestGrantSinceCounts(t *testing.T) {
 		if got := ls.Expires(); !got.Equal(want) {
 			t.Errorf("Expires %s after now, want %s (counted from Since)", time.Until(got), time.Until(want))
 		}
+	})
+}
+
+// flakyQueue is a driver.Queuer whose first AcquireWait fails with a
+// transport error (a connection closed by a server restart).
+type flakyQueue struct {
+	*countingDriver
+	calls atomic.Int64
+}
+
+func (d *flakyQueue) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if d.calls.Add(1) == 1 {
+		return driver.Grant{}, errDown
+	}
+	return d.countingDriver.TryAcquire(ctx, req)
+}
+
+// TestQueuedWaitRetriesTransportErrors: a queued wait that fails for a
+// transport reason is retried within the wait bound, not given up.
+func TestQueuedWaitRetriesTransportErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &flakyQueue{countingDriver: newCounting(t, memlock.NewStore())}
+		l := wrap(t, d)
+		defer l.Close()
+		ls, err := l.Acquire(t.Context(), "q", dlock.WithWait(time.Second))
+		if err != nil {
+			t.Fatalf("Acquire after one failed queued wait = %v, want a grant on the retry", err)
+		}
+		if d.calls.Load() != 2 {
+			t.Errorf("%d AcquireWait calls, want 2", d.calls.Load())
+		}
+		_ = ls.Release(t.Context())
 	})
 }

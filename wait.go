@@ -160,21 +160,48 @@ func isCtxErr(err error) bool {
 }
 
 func (l *Locker) acquireQueued(ctx, wctx context.Context, q driver.Queuer, req driver.Request, s settings, start time.Time) (*Lease, error) {
-	sent := time.Now()
-	g, err := q.AcquireWait(wctx, req)
-	if !g.Since.IsZero() {
-		sent = g.Since // the queue kept the lease alive while it waited
+	w := waiter{locker: l, name: req.Name, s: s}
+	for attempt := 0; ; attempt++ {
+		sent := time.Now()
+		g, err := q.AcquireWait(wctx, req)
+		if !g.Since.IsZero() {
+			sent = g.Since // the queue kept the lease alive while it waited
+		}
+		if err == nil && g.Acquired {
+			return l.granted(req, g, sent, s)
+		}
+		// A queue that ended with the context reports the holder it
+		// queued behind; with none, the backend never answered.
+		if g.Holder != (driver.Holder{}) {
+			w.held, w.heldSeen = g.Holder, true
+		}
+		w.lastErr = err
+		if err != nil && isCtxErr(err) && wctx.Err() != nil {
+			l.cleanup(req)
+			return nil, l.notAcquired(ctx, req, w, start)
+		}
+		// A transport failure mid-wait (a server restart, a dropped
+		// connection) is retried within the wait bound, as the polling
+		// loop does; the driver has given up its place in the queue.
+		if err == nil || wctx.Err() != nil || errors.Is(err, driver.ErrPermanent) || l.usable() != nil {
+			return nil, l.notAcquired(ctx, req, w, start)
+		}
+		if w.sleep(wctx, attempt) != nil {
+			return nil, l.notAcquired(ctx, req, w, start)
+		}
 	}
-	if err == nil && g.Acquired {
-		return l.granted(req, g, sent, s)
+}
+
+// sleep waits the backoff before attempt's retry, or until ctx is done.
+func (w *waiter) sleep(ctx context.Context, attempt int) error {
+	t := time.NewTimer(w.backoff(attempt))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	// A queue that ended with the context reports the holder it queued
-	// behind; with none, the backend never answered.
-	w := waiter{held: g.Holder, heldSeen: g.Holder != (driver.Holder{}), lastErr: err}
-	if err != nil && isCtxErr(err) && wctx.Err() != nil {
-		l.cleanup(req)
-	}
-	return nil, l.notAcquired(ctx, req, w, start)
 }
 
 // waiter holds the state of one waiting Acquire: the subscription to

@@ -215,7 +215,8 @@ func pgLeftovers(t *testing.T, ctx context.Context, rawURL, query, name, what st
 }
 
 func etcdLeftovers(t *testing.T, ctx context.Context, rawURL, name string) []string {
-	eps := strings.Split(strings.TrimPrefix(rawURL, "etcd://"), ",")
+	hosts, _, _ := strings.Cut(strings.TrimPrefix(rawURL, "etcd://"), "?")
+	eps := strings.Split(hosts, ",")
 	c, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
