@@ -23,7 +23,7 @@ import (
 
 // openEtcd compares etcdlock with concurrency.Mutex.
 func openEtcd(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.Option) (*Target, error) {
-	ccfg, prefix, err := etcdURL(u)
+	ccfg, lcfg, err := etcdURL(u)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func openEtcd(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.O
 		}
 		return cli, nil
 	}
-	if err := t.etcdSides(ctx, mk, prefix, ttl, opts); err != nil {
+	if err := t.etcdSides(ctx, mk, lcfg, ttl, opts); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -52,14 +52,14 @@ func openEtcd(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.O
 	return t, nil
 }
 
-func (t *Target) etcdSides(ctx context.Context, mk func(*Counter) (*clientv3.Client, error), prefix string, ttl time.Duration, opts []dlock.Option) error {
+func (t *Target) etcdSides(ctx context.Context, mk func(*Counter) (*clientv3.Client, error), lcfg etcdlock.Config, ttl time.Duration, opts []dlock.Option) error {
 	drt, brt := &Counter{}, &Counter{}
 	dc, err := mk(drt)
 	if err != nil {
 		return err
 	}
 	t.NewLocker = func(o ...dlock.Option) (*dlock.Locker, error) {
-		return etcdlock.NewWithPrefix(dc, prefix, append(opts, o...)...)
+		return etcdlock.NewWithConfig(dc, lcfg, append(opts, o...)...)
 	}
 	if t.Dlock, err = t.dlockSide(func() (*dlock.Locker, error) { return t.NewLocker() }, drt); err != nil {
 		return err
@@ -78,36 +78,42 @@ func (t *Target) etcdSides(ctx context.Context, mk func(*Counter) (*clientv3.Cli
 }
 
 // etcdURL reads etcd://[user[:password]@]host:port[,host:port...] with the
-// keys prefix and dial_timeout, as etcdlock does.
-func etcdURL(u *url.URL) (clientv3.Config, string, error) {
+// keys prefix, dial_timeout and election_timeout, as etcdlock does.
+func etcdURL(u *url.URL) (clientv3.Config, etcdlock.Config, error) {
 	c := clientv3.Config{DialTimeout: etcdlock.DefaultDialTimeout, Logger: zap.NewNop()}
+	lc := etcdlock.Config{Prefix: etcdlock.DefaultPrefix}
 	if u.User != nil {
 		c.Username = u.User.Username()
 		c.Password, _ = u.User.Password()
 	}
 	for h := range strings.SplitSeq(u.Host, ",") {
 		if _, _, err := net.SplitHostPort(h); err != nil {
-			return c, "", fmt.Errorf("%w: etcd endpoint %q: want host:port", dlock.ErrInvalidArgument, h)
+			return c, lc, fmt.Errorf("%w: etcd endpoint %q: want host:port", dlock.ErrInvalidArgument, h)
 		}
 		c.Endpoints = append(c.Endpoints, h)
 	}
-	prefix := etcdlock.DefaultPrefix
 	for key, vals := range u.Query() {
 		v := vals[len(vals)-1]
 		switch key {
 		case "prefix":
-			prefix = v
+			lc.Prefix = v
+		case "election_timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return c, lc, fmt.Errorf("%w: etcd URL election_timeout=%q: want a positive duration", dlock.ErrInvalidArgument, v)
+			}
+			lc.ElectionTimeout = d
 		case "dial_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
-				return c, "", fmt.Errorf("%w: etcd URL dial_timeout=%q: want a positive duration", dlock.ErrInvalidArgument, v)
+				return c, lc, fmt.Errorf("%w: etcd URL dial_timeout=%q: want a positive duration", dlock.ErrInvalidArgument, v)
 			}
 			c.DialTimeout = d
 		default:
-			return c, "", fmt.Errorf("%w: etcd URL: unknown query key %q", dlock.ErrInvalidArgument, key)
+			return c, lc, fmt.Errorf("%w: etcd URL: unknown query key %q", dlock.ErrInvalidArgument, key)
 		}
 	}
-	return c, prefix, nil
+	return c, lc, nil
 }
 
 // countUnary counts every unary call (Range, Txn, Put, LeaseGrant,
