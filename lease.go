@@ -60,6 +60,8 @@ type Lease struct {
 type leaseHost interface {
 	// driver is the backend the lease lives on.
 	driver() driver.Driver
+	// now reads the Locker's Clock.
+	now() time.Time
 	// backendTTL checks a TTL against the backend's limits.
 	backendTTL(time.Duration) (time.Duration, error)
 	// leaseRefreshed reports a confirmed refresh (a new schedule).
@@ -161,7 +163,7 @@ func (ls *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := ls.Err(); err != nil {
 		return err
 	}
-	sent := time.Now()
+	sent := ls.host.now()
 	err = ls.host.driver().Refresh(ctx, ls.name, ls.token, ttl)
 	return ls.refreshed(sent, ttl, err)
 }

@@ -16,6 +16,7 @@ type Locker struct {
 	drv      driver.Driver
 	caps     driver.Capabilities
 	defaults settings
+	clock    Clock
 	watchdog *watchdog
 
 	mu     sync.Mutex
@@ -46,14 +47,17 @@ func newLocker(drv driver.Driver, opts []Option) (*Locker, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	l := &Locker{drv: drv, defaults: s, live: map[*Lease]struct{}{}, bgStop: make(chan struct{})}
+	l := &Locker{drv: drv, defaults: s, clock: s.clock, live: map[*Lease]struct{}{}, bgStop: make(chan struct{})}
+	if l.clock == nil {
+		l.clock = hostClock{}
+	}
 	if d, ok := drv.(driver.Describer); ok {
 		l.caps = d.Capabilities()
 	}
 	if ls, ok := drv.(driver.LogSetter); ok && s.logger != nil {
 		ls.SetLogger(s.logger)
 	}
-	l.watchdog = newWatchdog(drv, l.releaseLost)
+	l.watchdog = newWatchdog(drv, l.clock, l.releaseLost)
 	return l, nil
 }
 
@@ -131,6 +135,7 @@ func (l *Locker) untrack(ls *Lease) {
 // The leaseHost side of the Locker: what its leases call back into.
 
 func (l *Locker) driver() driver.Driver    { return l.drv }
+func (l *Locker) now() time.Time           { return l.clock.Now() }
 func (l *Locker) leaseRefreshed(ls *Lease) { l.watchdog.reschedule(ls) }
 func (l *Locker) leaseReleasing(ls *Lease) { l.watchdog.remove(ls) }
 
@@ -149,13 +154,16 @@ func (l *Locker) settingsFor(name string, opts []Option) (settings, error) {
 		return settings{}, err
 	}
 	s := l.defaults
-	s.logger = nil // to see whether opts set one
+	s.logger, s.clock = nil, nil // to see whether opts set one
 	s = s.with(opts)
 	if s.err != nil {
 		return settings{}, s.err
 	}
 	if s.logger != nil {
 		return settings{}, invalid("WithLogger applies to a Locker (Open, NewLocker), not to one acquire")
+	}
+	if s.clock != nil {
+		return settings{}, invalid("WithClock applies to a Locker (Open, NewLocker), not to one acquire")
 	}
 	var err error
 	if s.ttl, err = l.backendTTL(s.ttl); err != nil {

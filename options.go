@@ -49,6 +49,7 @@ type settings struct {
 	owner       string
 	autoRefresh bool
 	logger      *slog.Logger // Locker-wide; nil means the driver's default
+	clock       Clock        // Locker-wide; nil means the host's clock
 	err         error        // the first invalid option, reported at use
 }
 

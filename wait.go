@@ -67,11 +67,11 @@ func (l *Locker) acquire(ctx context.Context, name string, s settings) (*Lease, 
 	w := waiter{locker: l, name: name, s: s}
 	defer w.stop()
 	for attempt := 0; ; attempt++ {
-		sent := time.Now()
+		sent := l.clock.Now()
 		g, err := l.drv.TryAcquire(wctx, req)
 		if err == nil && g.Acquired {
-			if !g.Since.IsZero() && g.Since.Before(sent) {
-				sent = g.Since // the grant rides on an older renewal (a shared lease)
+			if since := onClock(l.clock, g.Since); !g.Since.IsZero() && since.Before(sent) {
+				sent = since // the grant rides on an older renewal (a shared lease)
 			}
 			return l.granted(req, g, sent, s)
 		}
@@ -162,10 +162,10 @@ func isCtxErr(err error) bool {
 func (l *Locker) acquireQueued(ctx, wctx context.Context, q driver.Queuer, req driver.Request, s settings, start time.Time) (*Lease, error) {
 	w := waiter{locker: l, name: req.Name, s: s}
 	for attempt := 0; ; attempt++ {
-		sent := time.Now()
+		sent := l.clock.Now()
 		g, err := q.AcquireWait(wctx, req)
 		if !g.Since.IsZero() {
-			sent = g.Since // the queue kept the lease alive while it waited
+			sent = onClock(l.clock, g.Since) // the queue kept the lease alive while it waited
 		}
 		if err == nil && g.Acquired {
 			return l.granted(req, g, sent, s)

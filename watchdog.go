@@ -24,7 +24,8 @@ import (
 //     else;
 //   - a lease without auto-refresh is lost at its Expires time.
 type watchdog struct {
-	drv driver.Driver
+	drv   driver.Driver
+	clock Clock
 	// releaseLost frees, on the backend, a lease given up as lost
 	// (Locker.releaseLost).
 	releaseLost func(name, token string, ttl time.Duration)
@@ -53,8 +54,8 @@ type schedule struct {
 // maxBatch bounds one batched refresh call.
 const maxBatch = 1000
 
-func newWatchdog(drv driver.Driver, releaseLost func(name, token string, ttl time.Duration)) *watchdog {
-	return &watchdog{drv: drv, releaseLost: releaseLost, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+func newWatchdog(drv driver.Driver, clock Clock, releaseLost func(name, token string, ttl time.Duration)) *watchdog {
+	return &watchdog{drv: drv, clock: clock, releaseLost: releaseLost, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 func (wd *watchdog) add(ls *Lease) {
@@ -138,12 +139,12 @@ const watchdogLinger = 200 * time.Millisecond
 
 // linger waits, with no lease to keep, for a new one (true) or for the
 // linger time or Close to pass (false: the loop must exit).
-func (wd *watchdog) linger(timer *time.Timer) bool {
+func (wd *watchdog) linger(timer Timer) bool {
 	timer.Reset(watchdogLinger)
 	select {
 	case <-wd.wake:
 		return true
-	case <-timer.C:
+	case <-timer.C():
 	case <-wd.stop:
 	}
 	wd.mu.Lock()
@@ -158,10 +159,11 @@ func (wd *watchdog) linger(timer *time.Timer) bool {
 func (wd *watchdog) loop() {
 	defer wd.wg.Done()
 	defer wd.watchEvictions()()
-	timer := time.NewTimer(time.Hour)
+	timer := wd.clock.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		due, lost, next, ok := wd.scan(time.Now())
+		now := wd.clock.Now()
+		due, lost, next, ok := wd.scan(now)
 		if !ok {
 			if wd.linger(timer) {
 				continue
@@ -177,9 +179,9 @@ func (wd *watchdog) loop() {
 			go wd.refresh(due[:n])
 			due = due[n:]
 		}
-		timer.Reset(time.Until(next))
+		timer.Reset(next.Sub(now))
 		select {
-		case <-timer.C:
+		case <-timer.C():
 		case <-wd.wake:
 		}
 	}
@@ -235,9 +237,10 @@ func earliest(a, b time.Time) time.Time {
 // refresh renews a batch of leases and records each outcome.
 func (wd *watchdog) refresh(batch []*Lease) {
 	defer wd.wg.Done()
-	ctx, cancel := context.WithDeadline(context.Background(), wd.deadline(batch))
+	sent := wd.clock.Now()
+	// The deadline is on wd.clock; the context's timer runs on the host's.
+	ctx, cancel := context.WithTimeout(context.Background(), wd.deadline(batch).Sub(sent))
 	defer cancel()
-	sent := time.Now()
 	results := wd.send(ctx, batch)
 	for i, ls := range batch {
 		err := results[i]
@@ -256,7 +259,7 @@ func (wd *watchdog) refresh(batch []*Lease) {
 func (wd *watchdog) deadline(batch []*Lease) time.Time {
 	wd.mu.Lock()
 	defer wd.mu.Unlock()
-	d := time.Now().Add(time.Hour)
+	d := wd.clock.Now().Add(time.Hour)
 	for _, ls := range batch {
 		if s, ok := wd.sched[ls]; ok {
 			d = earliest(d, s.lossAt)
@@ -311,7 +314,7 @@ func (wd *watchdog) retryLater(ls *Lease, err error) {
 		s.inflight = false
 		s.lastErr = err
 		s.retrying = true
-		s.refreshAt = time.Now().Add(max(s.ttl/12, time.Millisecond))
+		s.refreshAt = wd.clock.Now().Add(max(s.ttl/12, time.Millisecond))
 	}
 }
 

@@ -22,10 +22,8 @@ const libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 // DLOCK_TEST_REQUIRE_SERVERS=1: it is a test tool, not one of the servers
 // .ci/run installs.
 //
-// The client side has no clock to step: the root package reads
-// time.Now() and measures leases on Go's monotonic clock, which a wall
-// clock step does not move. Testing client-side jumps needs an injectable
-// clock in the root package (see docs/chaos.md).
+// The client side's clock is stepped through dlock.WithClock instead
+// (TestS10ClientClock).
 func serverClock(t *testing.T) (jump func(offset time.Duration)) {
 	t.Helper()
 	if _, err := os.Stat(libfaketime); err != nil {
