@@ -108,7 +108,7 @@ func (c *Clock) schedule(t *timer) {
 type timer struct {
 	c      *Clock
 	ch     chan time.Time
-	target time.Time  // guarded by c.mu
+	target time.Time   // guarded by c.mu
 	host   *time.Timer // guarded by c.mu
 }
 
