@@ -86,28 +86,13 @@ func DefaultURL() (string, error) {
 // since the role an application runs as should not need DDL rights. Options given here
 // override the URL's. Passwords never appear in returned errors.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
-	if rawURL == "" {
-		rawURL = os.Getenv(EnvURL)
-	}
-	if rawURL == "" {
-		def, err := DefaultURL()
-		if err != nil {
-			return nil, err
-		}
-		rawURL = def
-	}
-	u, err := url.Parse(rawURL)
+	rawURL, err := resolveURL(rawURL)
 	if err != nil {
-		return nil, invalid("malformed URL %s: %v", Redact(rawURL), parseReason(err))
+		return nil, err
 	}
-	if u.Scheme == "" {
-		return nil, invalid("URL %s has no scheme (want one of %s)", Redact(rawURL), strings.Join(Schemes(), ", "))
-	}
-	registry.RLock()
-	open := registry.openers[u.Scheme]
-	registry.RUnlock()
-	if open == nil {
-		return nil, unknownScheme(u.Scheme)
+	u, open, err := lookupOpener(rawURL)
+	if err != nil {
+		return nil, err
 	}
 	urlOpts, rest, migrate, err := commonQuery(u)
 	if err != nil {
@@ -132,6 +117,37 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 		}
 	}
 	return l, nil
+}
+
+// resolveURL applies Open's fallbacks to an empty URL: $DLOCK_URL, then
+// DefaultURL.
+func resolveURL(rawURL string) (string, error) {
+	if rawURL == "" {
+		rawURL = os.Getenv(EnvURL)
+	}
+	if rawURL == "" {
+		return DefaultURL()
+	}
+	return rawURL, nil
+}
+
+// lookupOpener parses rawURL and finds the opener registered for its
+// scheme.
+func lookupOpener(rawURL string) (*url.URL, driver.Opener, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, invalid("malformed URL %s: %v", Redact(rawURL), parseReason(err))
+	}
+	if u.Scheme == "" {
+		return nil, nil, invalid("URL %s has no scheme (want one of %s)", Redact(rawURL), strings.Join(Schemes(), ", "))
+	}
+	registry.RLock()
+	open := registry.openers[u.Scheme]
+	registry.RUnlock()
+	if open == nil {
+		return nil, nil, unknownScheme(u.Scheme)
+	}
+	return u, open, nil
 }
 
 // parseReason drops the URL that url.Parse echoes (it may hold a password).
