@@ -79,7 +79,9 @@ func (d *redisDriver) scanNames(ctx context.Context, prefix string) ([]string, e
 }
 
 // ForceRelease implements driver.ForceReleaser: one script deletes the
-// lock whatever its token, bumps the fence and wakes the waiters.
+// lock whatever its token, bumps the fence and wakes the waiters; then an
+// eviction of a held lock is announced on the eviction channel, where the
+// evicted holder's Locker (WatchEvictions) learns of it at once.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
 	keys := []string{d.keys.Lock(name), d.keys.Counter(name, d.cluster), d.keys.Queue(name), d.keys.LegacyFence(name)}
 	reply, err := redisscript.ForceRelease.Run(ctx, d.client, keys, d.keys.Channel(name)).Slice()
@@ -97,5 +99,8 @@ func (d *redisDriver) ForceRelease(ctx context.Context, name string) (driver.Hol
 		return driver.Holder{}, false, fence, nil
 	}
 	h, ok, err := holderOf(name, reply[:2])
+	if ok {
+		d.publishEviction(ctx, name, h.Fence)
+	}
 	return h, ok, fence, err
 }

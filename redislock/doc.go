@@ -48,6 +48,13 @@
 // in a Cluster prefix + "fence:{TAG}", one per hash slot (TAG a short
 // string chosen to hash to the slot): a released name leaves no key.
 //
+// ForceRelease (dlock admin) announces each eviction on the channel
+// prefix + "evicted" ("FENCE NAME"). A Locker that holds leases listens
+// there (driver.EvictionWatcher, on its one pub/sub connection), so the
+// evicted holder's lease ends at once with dlock.LostForceReleased
+// instead of at its next refresh. The announcement is best effort: a
+// message lost to a disconnect leaves the next refresh as the signal.
+//
 // # URLs
 //
 //	redis://[user:password@]host:port[/db][?key=value...]

@@ -262,11 +262,12 @@ func (d *redisDriver) Close() error {
 }
 
 var (
-	_ driver.Driver         = (*redisDriver)(nil)
-	_ driver.Notifier       = (*redisDriver)(nil)
-	_ driver.BatchRefresher = (*redisDriver)(nil)
-	_ driver.Lister         = (*redisDriver)(nil)
-	_ driver.ForceReleaser  = (*redisDriver)(nil)
-	_ driver.BatchReleaser  = (*redisDriver)(nil)
-	_ driver.Diagnoser      = (*redisDriver)(nil)
+	_ driver.Driver          = (*redisDriver)(nil)
+	_ driver.Notifier        = (*redisDriver)(nil)
+	_ driver.BatchRefresher  = (*redisDriver)(nil)
+	_ driver.Lister          = (*redisDriver)(nil)
+	_ driver.ForceReleaser   = (*redisDriver)(nil)
+	_ driver.BatchReleaser   = (*redisDriver)(nil)
+	_ driver.Diagnoser       = (*redisDriver)(nil)
+	_ driver.EvictionWatcher = (*redisDriver)(nil)
 )

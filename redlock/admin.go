@@ -101,7 +101,22 @@ func (d *redlock) Inspect(ctx context.Context, name string) (driver.Holder, bool
 // too many others failed) is left out, as are locks that end between the
 // two steps.
 func (d *redlock) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
-	n, q := len(d.nodes), d.quorum
+	names, err := d.listNames(ctx, prefix)
+	if err != nil || len(names) == 0 {
+		return nil, err
+	}
+	reads, err := d.readNames(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	return d.agreed(names, reads), nil
+}
+
+// listNames is List's first step: it SCANs every node and returns, sorted,
+// the names a majority of the nodes may hold. A name a majority holds is
+// on at least quorum nodes, of which at most the failed ones went
+// unscanned. It fails when fewer than a majority of the nodes answered.
+func (d *redlock) listNames(ctx context.Context, prefix string) ([]string, error) {
 	pattern := adminKeys.Pattern(prefix)
 	scans := each(ctx, d, 0, 0, func(ctx context.Context, i int) ([]string, error) {
 		return d.scan(ctx, i, pattern, prefix)
@@ -109,33 +124,30 @@ func (d *redlock) List(ctx context.Context, prefix string) ([]driver.Holder, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	errs := failures(scans)
+	if ok, few := d.tooFew(errs); few {
+		return nil, fmt.Errorf("redlock: list: %d of %d nodes scanned, %d needed: %w", ok, len(d.nodes), d.quorum, errors.Join(errs...))
+	}
 	seen := map[string]int{}
-	var errs []error
 	for _, s := range scans {
-		if s.err != nil {
-			errs = append(errs, s.err)
-			continue
-		}
 		for _, name := range s.val {
 			seen[name]++
 		}
 	}
-	failed := len(errs)
-	if n-failed < q {
-		return nil, fmt.Errorf("redlock: list: %d of %d nodes scanned, %d needed: %w", n-failed, n, q, errors.Join(errs...))
-	}
-	// A name a majority holds is on at least q nodes, of which at most
-	// failed went unscanned.
 	var names []string
 	for name, c := range seen {
-		if c+failed >= q {
+		if c+len(errs) >= d.quorum {
 			names = append(names, name)
 		}
 	}
-	if len(names) == 0 {
-		return nil, nil
-	}
 	slices.Sort(names)
+	return names, nil
+}
+
+// readNames is List's second step: it reads the lock keys of names on
+// every node, in chunks of readChunk each bounded by the node timeout. It
+// fails when fewer than a majority of the nodes answered.
+func (d *redlock) readNames(ctx context.Context, names []string) ([]answer[[]vote], error) {
 	reads := each(ctx, d, 0, 0, func(ctx context.Context, i int) ([]vote, error) {
 		var vs []vote
 		for chunk := range slices.Chunk(names, readChunk) {
@@ -152,17 +164,18 @@ func (d *redlock) List(ctx context.Context, prefix string) ([]driver.Holder, err
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	errs = errs[:0]
-	for _, r := range reads {
-		if r.err != nil {
-			errs = append(errs, r.err)
-		}
+	errs := failures(reads)
+	if ok, few := d.tooFew(errs); few {
+		return nil, fmt.Errorf("redlock: list: %d of %d nodes read, %d needed: %w", ok, len(d.nodes), d.quorum, errors.Join(errs...))
 	}
-	if n-len(errs) < q {
-		return nil, fmt.Errorf("redlock: list: %d of %d nodes read, %d needed: %w", n-len(errs), n, q, errors.Join(errs...))
-	}
+	return reads, nil
+}
+
+// agreed is List's last step: the holders, in the order of names, that a
+// majority of the nodes' reads agree on. Undecided names are left out.
+func (d *redlock) agreed(names []string, reads []answer[[]vote]) []driver.Holder {
 	var hs []driver.Holder
-	votes := make([]vote, n)
+	votes := make([]vote, len(reads))
 	for j, name := range names {
 		for i, r := range reads {
 			if r.err != nil {
@@ -175,7 +188,25 @@ func (d *redlock) List(ctx context.Context, prefix string) ([]driver.Holder, err
 			hs = append(hs, h)
 		}
 	}
-	return hs, nil
+	return hs
+}
+
+// failures returns the errors among the answers.
+func failures[T any](as []answer[T]) []error {
+	var errs []error
+	for _, a := range as {
+		if a.err != nil {
+			errs = append(errs, a.err)
+		}
+	}
+	return errs
+}
+
+// tooFew reports how many nodes answered, given the errors of those that
+// failed, and whether they are fewer than a majority.
+func (d *redlock) tooFew(errs []error) (answered int, few bool) {
+	answered = len(d.nodes) - len(errs)
+	return answered, answered < d.quorum
 }
 
 // ForceRelease implements driver.ForceReleaser. Step 1 deletes name's lock
@@ -196,7 +227,28 @@ func (d *redlock) List(ctx context.Context, prefix string) ([]driver.Holder, err
 // newFence. With fencing off (WithFencing(false)) only step 1 runs and
 // newFence is 0.
 func (d *redlock) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
-	n, q := len(d.nodes), d.quorum
+	votes, top, err := d.forceAll(ctx, name)
+	if err != nil {
+		return driver.Holder{}, false, 0, err
+	}
+	h, ok, err := d.majority(name, votes)
+	if err != nil {
+		h, ok = driver.Holder{}, false
+	}
+	if !d.cfg.fencing {
+		return h, ok, 0, nil
+	}
+	fence := top + 1
+	if err := d.raiseAll(ctx, name, fence); err != nil {
+		return driver.Holder{}, false, 0, err
+	}
+	return h, ok, fence, nil
+}
+
+// forceAll is ForceRelease's step 1: it runs the force script on every
+// node and returns each node's vote on the deleted lock and the highest
+// fence counter read. It fails unless a majority of the nodes answered.
+func (d *redlock) forceAll(ctx context.Context, name string) ([]vote, uint64, error) {
 	keys := []string{lockKey(name), fenceKey(name)}
 	fencing := "0"
 	if d.cfg.fencing {
@@ -210,47 +262,39 @@ func (d *redlock) ForceRelease(ctx context.Context, name string) (driver.Holder,
 		return parseForce(res)
 	})
 	if err := ctx.Err(); err != nil {
-		return driver.Holder{}, false, 0, err
+		return nil, 0, err
 	}
-	votes := make([]vote, n)
-	var errs []error
+	votes := make([]vote, len(rs))
 	var top uint64
 	for i, r := range rs {
-		if r.err != nil {
-			votes[i] = vote{err: r.err}
-			errs = append(errs, r.err)
-			continue
+		votes[i] = vote{err: r.err}
+		if r.err == nil {
+			votes[i] = r.val.vote
+			top = max(top, r.val.counter)
 		}
-		votes[i] = r.val.vote
-		top = max(top, r.val.counter)
 	}
-	if n-len(errs) < q {
-		return driver.Holder{}, false, 0, fmt.Errorf("redlock: force-release deleted the lock on %d of %d nodes, %d needed: %w", n-len(errs), n, q, errors.Join(errs...))
+	errs := failures(rs)
+	if ok, few := d.tooFew(errs); few {
+		return nil, 0, fmt.Errorf("redlock: force-release deleted the lock on %d of %d nodes, %d needed: %w", ok, len(d.nodes), d.quorum, errors.Join(errs...))
 	}
-	h, ok, err := d.majority(name, votes)
-	if err != nil {
-		h, ok = driver.Holder{}, false
-	}
-	if !d.cfg.fencing {
-		return h, ok, 0, nil
-	}
-	fence := top + 1
+	return votes, top, nil
+}
+
+// raiseAll is ForceRelease's step 2: it raises name's fence counter to at
+// least fence on every node and fails unless a majority of them did.
+func (d *redlock) raiseAll(ctx context.Context, name string, fence uint64) error {
+	keys := []string{lockKey(name), fenceKey(name)}
 	ws := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) (int64, error) {
 		return raiseScript.Run(ctx, d.nodes[i].client, keys, "", fence, "counter").Int64()
 	})
 	if err := ctx.Err(); err != nil {
-		return driver.Holder{}, false, 0, err
+		return err
 	}
-	errs = errs[:0]
-	for _, w := range ws {
-		if w.err != nil {
-			errs = append(errs, w.err)
-		}
+	errs := failures(ws)
+	if ok, few := d.tooFew(errs); few {
+		return fmt.Errorf("redlock: force-release deleted the lock but wrote the new fence %d to %d of %d nodes, %d needed: %w", fence, ok, len(d.nodes), d.quorum, errors.Join(errs...))
 	}
-	if n-len(errs) < q {
-		return driver.Holder{}, false, 0, fmt.Errorf("redlock: force-release deleted the lock but wrote the new fence %d to %d of %d nodes, %d needed: %w", fence, n-len(errs), n, q, errors.Join(errs...))
-	}
-	return h, ok, fence, nil
+	return nil
 }
 
 // forced is one node's answer to the force script: the lock it deleted
@@ -353,44 +397,7 @@ func (d *redlock) scan(ctx context.Context, i int, pattern, prefix string) ([]st
 // not in the driver's format.
 func (d *redlock) majority(name string, votes []vote) (driver.Holder, bool, error) {
 	n, q := len(d.nodes), d.quorum
-	type group struct {
-		h     driver.Holder
-		count int
-		err   error
-	}
-	groups := map[string]*group{}
-	var best *group
-	var errs []error
-	for _, v := range votes {
-		if v.err != nil {
-			errs = append(errs, v.err)
-			continue
-		}
-		if !v.present {
-			continue
-		}
-		key := "\x00" + v.raw // an unparsable value agrees only with itself
-		val, perr := redisscript.ParseValue(v.raw)
-		if perr == nil {
-			val.Token, _, _ = strings.Cut(val.Token, "/")
-			key = val.String()
-		}
-		g := groups[key]
-		if g == nil {
-			g = &group{h: driver.Holder{Name: name, Owner: val.Owner, Fence: val.Fence, TTL: -1}, err: perr}
-			groups[key] = g
-		}
-		g.count++
-		if v.pttl >= 0 {
-			ttl := time.Duration(v.pttl) * time.Millisecond
-			if g.h.TTL < 0 || ttl < g.h.TTL {
-				g.h.TTL = ttl
-			}
-		}
-		if best == nil || g.count > best.count {
-			best = g
-		}
-	}
+	best, errs := largestGroup(name, votes)
 	agree := 0
 	if best != nil {
 		agree = best.count
@@ -407,10 +414,76 @@ func (d *redlock) majority(name string, votes []vote) (driver.Holder, bool, erro
 	return driver.Holder{}, false, nil
 }
 
+// group is the nodes that store one holder of a lock.
+type group struct {
+	h     driver.Holder // TTL: the smallest among the nodes, -1 if none expires
+	count int
+	err   error // the value is not in the driver's format
+}
+
+// largestGroup groups the present votes by holder and returns the group
+// with the most nodes (nil when no node holds the lock; the first to reach
+// its count on a tie) and the errors of the nodes that failed.
+func largestGroup(name string, votes []vote) (*group, []error) {
+	groups := map[string]*group{}
+	var best *group
+	var errs []error
+	for _, v := range votes {
+		if v.err != nil {
+			errs = append(errs, v.err)
+			continue
+		}
+		if !v.present {
+			continue
+		}
+		key, val, perr := holderKey(v.raw)
+		g := groups[key]
+		if g == nil {
+			g = &group{h: driver.Holder{Name: name, Owner: val.Owner, Fence: val.Fence, TTL: -1}, err: perr}
+			groups[key] = g
+		}
+		g.add(v.pttl)
+		if best == nil || g.count > best.count {
+			best = g
+		}
+	}
+	return best, errs
+}
+
+// holderKey parses a lock value and returns the key its holder is grouped
+// by: the value without the token's attempt number. An unparsable value
+// agrees only with itself.
+func holderKey(raw string) (string, redisscript.Value, error) {
+	val, err := redisscript.ParseValue(raw)
+	if err != nil {
+		return "\x00" + raw, val, err
+	}
+	val.Token, _, _ = strings.Cut(val.Token, "/")
+	return val.String(), val, nil
+}
+
+// add counts one more node storing g's holder, with its PTTL in ms.
+func (g *group) add(pttl int64) {
+	g.count++
+	if pttl < 0 {
+		return
+	}
+	ttl := time.Duration(pttl) * time.Millisecond
+	if g.h.TTL < 0 || ttl < g.h.TTL {
+		g.h.TTL = ttl
+	}
+}
+
 // answer is one node's reply to a request of each.
 type answer[T any] struct {
 	val T
 	err error
+}
+
+// indexed is an answer with the index of the node it came from.
+type indexed[T any] struct {
+	i int
+	a answer[T]
 }
 
 // each runs op on every node in parallel and returns the answers by node.
@@ -421,29 +494,8 @@ type answer[T any] struct {
 // errNodeTimeout and finishing in the background. It also returns when ctx
 // is done; the caller then returns ctx's error.
 func each[T any](ctx context.Context, d *redlock, timeout, wait time.Duration, op func(ctx context.Context, i int) (T, error)) []answer[T] {
-	type indexed struct {
-		i int
-		a answer[T]
-	}
-	n := len(d.nodes)
-	ch := make(chan indexed, n)
-	d.bg.Add(n)
-	for i := range n {
-		go func() {
-			defer d.bg.Done()
-			c, cancel := ctx, context.CancelFunc(func() {})
-			if timeout > 0 {
-				c, cancel = context.WithTimeout(ctx, timeout)
-			}
-			defer cancel()
-			v, err := op(c, i)
-			if err != nil {
-				err = d.nodeErr(i, err)
-			}
-			ch <- indexed{i, answer[T]{v, err}}
-		}()
-	}
-	out := make([]answer[T], n)
+	ch := spread(ctx, d, timeout, op)
+	out := make([]answer[T], len(d.nodes))
 	for i := range out {
 		out[i].err = d.nodeErr(i, errNodeTimeout)
 	}
@@ -453,7 +505,7 @@ func each[T any](ctx context.Context, d *redlock, timeout, wait time.Duration, o
 		defer timer.Stop()
 		expired = timer.C
 	}
-	for range n {
+	for range out {
 		select {
 		case r := <-ch:
 			out[r.i] = r.a
@@ -464,6 +516,32 @@ func each[T any](ctx context.Context, d *redlock, timeout, wait time.Duration, o
 		}
 	}
 	return out
+}
+
+// spread starts op on every node, each in a goroutine of its own counted
+// in d.bg, and returns the channel (buffered for every node) on which the
+// answers arrive as they come, errors named by node (nodeErr). Each call
+// gets a context derived from rctx, bounded by timeout when positive.
+func spread[T any](rctx context.Context, d *redlock, timeout time.Duration, op func(ctx context.Context, i int) (T, error)) <-chan indexed[T] {
+	n := len(d.nodes)
+	ch := make(chan indexed[T], n)
+	d.bg.Add(n)
+	for i := range n {
+		go func() {
+			defer d.bg.Done()
+			c, cancel := rctx, context.CancelFunc(func() {})
+			if timeout > 0 {
+				c, cancel = context.WithTimeout(rctx, timeout)
+			}
+			defer cancel()
+			v, err := op(c, i)
+			if err != nil {
+				err = d.nodeErr(i, err)
+			}
+			ch <- indexed[T]{i, answer[T]{v, err}}
+		}()
+	}
+	return ch
 }
 
 var _ interface {

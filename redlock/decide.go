@@ -34,16 +34,8 @@ func (a *attempt) decide(ctx context.Context, start time.Time) (driver.Grant, er
 		return a.refused(all)
 	}
 	if a.d.cfg.fencing {
-		a.fence = maxValue(granted)
-		if minValue(granted) < a.fence {
-			a.d.phase2s.Add(1)
-		}
-		close(a.decided)
-		if !a.gather2(ctx, earliest(time.Now().Add(2*a.d.cfg.nodeTimeout), end)) {
-			if err := ctx.Err(); err != nil {
-				return driver.Grant{}, err
-			}
-			return driver.Grant{}, fmt.Errorf("redlock: fence %d could not be written to a majority of %d nodes in time", a.fence, len(a.d.nodes))
+		if err := a.fenced(ctx, granted, end); err != nil {
+			return driver.Grant{}, err
 		}
 	}
 	validity := ttl - time.Since(start) - drift(ttl)
@@ -54,6 +46,25 @@ func (a *attempt) decide(ctx context.Context, start time.Time) (driver.Grant, er
 	// counts the lease from when this attempt was sent, less the same
 	// drift, which is exactly the validity left above.
 	return driver.Grant{Acquired: true, Fence: a.fence}, nil
+}
+
+// fenced runs the decision's phase 2: it sets the fence from the phase-1
+// grants, lets the workers raise the nodes that returned less, and waits
+// until a majority is known to hold the fence (nil), or returns ctx's
+// error or one saying the fence did not reach a majority before end.
+func (a *attempt) fenced(ctx context.Context, granted []p1, end time.Time) error {
+	a.fence = maxValue(granted)
+	if minValue(granted) < a.fence {
+		a.d.phase2s.Add(1)
+	}
+	close(a.decided)
+	if a.gather2(ctx, earliest(time.Now().Add(2*a.d.cfg.nodeTimeout), end)) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("redlock: fence %d could not be written to a majority of %d nodes in time", a.fence, len(a.d.nodes))
 }
 
 // gather1 collects phase-1 answers until a majority has granted, a

@@ -27,26 +27,8 @@ type tally struct {
 // enough says the outcome is decided, the node timeout passes or ctx is
 // done. The requests still in flight then finish in the background.
 func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx context.Context, i int) (int64, error)) tally {
-	type answer struct {
-		code int64
-		err  error
-	}
+	ch := spread(context.WithoutCancel(ctx), d, timeout, op)
 	n := len(d.nodes)
-	ch := make(chan answer, n)
-	rctx := context.WithoutCancel(ctx)
-	d.bg.Add(n)
-	for i := range n {
-		go func() {
-			defer d.bg.Done()
-			c, cancel := context.WithTimeout(rctx, timeout)
-			defer cancel()
-			code, err := op(c, i)
-			if err != nil {
-				err = d.nodeErr(i, err)
-			}
-			ch <- answer{code, err}
-		}()
-	}
 	var t tally
 	// Twice the per-request bound, as in decide: requests that a busy
 	// scheduler starts late still count.
@@ -54,8 +36,8 @@ func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx co
 	defer timer.Stop()
 	for t.answered < n && !t.decided(n, d.quorum) {
 		select {
-		case a := <-ch:
-			t.add(a.code, a.err)
+		case r := <-ch:
+			t.add(r.a.val, r.a.err)
 		case <-timer.C:
 			return t
 		case <-ctx.Done():

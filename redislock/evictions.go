@@ -1,0 +1,86 @@
+package redislock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// evictionBuffer is how many eviction messages wait for the portable layer
+// before the oldest is dropped (its holder then learns at its next
+// refresh).
+const evictionBuffer = 64
+
+// evictionChannel is the channel, under the prefix, on which ForceRelease
+// announces each eviction as "FENCE NAME" (the evicted holder's fence).
+// Every Locker with the same prefix that holds leases listens on it.
+func (d *redisDriver) evictionChannel() string { return d.cfg.prefix + "evicted" }
+
+// publishEviction announces that ForceRelease evicted the holder of name
+// with fence. Best effort: the release itself has happened, so a failed
+// PUBLISH is not an error; the holder then learns at its next refresh.
+func (d *redisDriver) publishEviction(ctx context.Context, name string, fence uint64) {
+	payload := strconv.FormatUint(fence, 10) + " " + name
+	if err := d.client.Publish(ctx, d.evictionChannel(), payload).Err(); err != nil {
+		d.cfg.logger.DebugContext(ctx, "redislock: eviction not announced; the holder learns at its next refresh",
+			"lock", name, "fence", fence, "error", err)
+	}
+}
+
+// parseEviction reads a "FENCE NAME" message.
+func parseEviction(payload string) (driver.Eviction, bool) {
+	f, name, ok := strings.Cut(payload, " ")
+	fence, err := strconv.ParseUint(f, 10, 64)
+	if !ok || err != nil {
+		return driver.Eviction{}, false
+	}
+	return driver.Eviction{Name: name, Fence: fence}, true
+}
+
+// WatchEvictions implements driver.EvictionWatcher. It subscribes to the
+// eviction channel on the driver's shared pub/sub connection (the one the
+// waiters use, so a Locker keeps one such connection), and returns once
+// Redis confirmed the SUBSCRIBE. stop unsubscribes and waits for the
+// goroutine that decodes the messages.
+func (d *redisDriver) WatchEvictions(ctx context.Context) (<-chan driver.Eviction, func(), error) {
+	w := waiter{ch: make(chan struct{}, 1), own: true, msgs: make(chan string, evictionBuffer)}
+	unsubscribe, err := d.notify.add(ctx, d.evictionChannel(), w)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(chan driver.Eviction, evictionBuffer)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go decodeEvictions(w.msgs, out, quit, done)
+	stop := sync.OnceFunc(func() {
+		unsubscribe()
+		close(quit)
+		<-done
+	})
+	return out, stop, nil
+}
+
+// decodeEvictions turns the channel's messages into evictions until quit
+// is closed, then closes out and done.
+func decodeEvictions(msgs <-chan string, out chan<- driver.Eviction, quit <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	defer close(out)
+	for {
+		select {
+		case <-quit:
+			return
+		case m := <-msgs:
+			e, ok := parseEviction(m)
+			if !ok {
+				continue
+			}
+			select {
+			case out <- e:
+			case <-quit:
+				return
+			}
+		}
+	}
+}
