@@ -45,7 +45,7 @@ func benchUncontended(b *testing.B, goroutines int, l *dlock.Locker) {
 // BenchmarkContended: 16 goroutines take turns on one name, pausing 1 ms
 // after each release (critical sections/s; handoff = release to the next
 // grant; fair = fewest turns of a goroutine / most). stores=1 is one
-// process: every goroutine's Locker shares the file's store, as Open
+// process: every goroutine's Locker shares the file's store, as New
 // arranges. stores=16 gives each goroutine a private store (connection and
 // release watcher), as 16 processes would have. wake=notify is the driver
 // as shipped; wake=backoff hides its Notifier, leaving the portable layer's

@@ -17,9 +17,9 @@
 // error. With no URL at all, dlock.Open uses dlock.DefaultURL:
 // $XDG_STATE_HOME/dlock/dlock.db, or ~/.local/state/dlock/dlock.db.
 //
-// In Go, Open takes the path, and New takes a *sql.DB the caller opened
-// with the "sqlite" driver (give it a busy timeout and WAL mode, as Open
-// does). Every Locker opened by path on one file in one process shares a
+// In Go, New (or Config.Locker) takes the path, and NewDB (or
+// Config.DBLocker) takes a *sql.DB the caller opened with the "sqlite"
+// driver (give it a busy timeout and WAL mode, as New does). Every Locker opened by path on one file in one process shares a
 // single connection: writers queue for it in Go, and only other processes
 // meet SQLite's file lock, where the busy timeout (5 s) makes them wait.
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -61,4 +63,32 @@ func openStore(ctx context.Context, path, sync string) (*store, error) {
 		return nil, errors.Join(err, db.Close())
 	}
 	return s, nil
+}
+
+// openDB opens one connection to path: this process's writers queue for it
+// in Go (fast hand-off), and only other processes meet the file lock, where
+// the busy timeout makes SQLite wait for it.
+func openDB(path, sync string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, sync))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	if err := db.Ping(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return db, nil
+}
+
+// dsn is a SQLite URI: WAL so that readers never block the writer, the
+// sync level, a busy timeout, and write transactions that take the write
+// lock at BEGIN (no deadlock-prone lock upgrades).
+func dsn(path, sync string) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+sync+")")
+	q.Set("_txlock", "immediate")
+	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
 }

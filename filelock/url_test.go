@@ -36,19 +36,19 @@ func TestBadURLs(t *testing.T) {
 	}
 }
 
-func TestOpenBadPaths(t *testing.T) {
+func TestNewBadPaths(t *testing.T) {
 	for _, p := range []string{"", "relative/dlock.db", "./x.db", "/tmp/dir/"} {
-		l, err := filelock.Open(p)
+		l, err := filelock.New(p)
 		if err == nil {
 			l.Close()
-			t.Errorf("Open(%q) succeeded, want an error", p)
+			t.Errorf("New(%q) succeeded, want an error", p)
 			continue
 		}
 		if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), `"`+p+`"`) {
-			t.Errorf("Open(%q) = %v, want ErrInvalidArgument naming it", p, err)
+			t.Errorf("New(%q) = %v, want ErrInvalidArgument naming it", p, err)
 		}
 	}
-	if _, err := filelock.New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+	if _, err := filelock.NewDB(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("New(nil) = %v, want ErrInvalidArgument", err)
 	}
 }
