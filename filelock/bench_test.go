@@ -84,7 +84,7 @@ func benchPath(b *testing.B) string { return filepath.Join(b.TempDir(), "bench.d
 // without notify, its driver hides the Notifier (and every other optional
 // interface).
 func benchLocker(b *testing.B, path string, private, notify bool, opts ...dlock.Option) *dlock.Locker {
-	d, err := openDriver(context.Background(), path, SyncNormal)
+	d, err := openDriver(context.Background(), path, Config{Sync: SyncNormal, Retention: DefaultRetention})
 	if private {
 		_ = d.Close()
 		d, err = privateDriver(path, SyncNormal)

@@ -1,10 +1,12 @@
 package filelock
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
@@ -38,7 +40,16 @@ type Config struct {
 	// caller's *sql.DB keeps the synchronous pragma its DSN set, and a
 	// non-empty Sync with one is an error.
 	Sync string
+	// Retention is how long the row of a name nobody holds is kept after
+	// its release or expiry; URL query key retention (a Go duration).
+	// Default DefaultRetention; negative is an error. Pruned rows raise a
+	// fence floor that every new row starts above, so fences still
+	// strictly increase per name (see the package doc's Fencing tokens).
+	Retention time.Duration
 }
+
+// DefaultRetention is Config.Retention's default.
+const DefaultRetention = time.Hour
 
 // New opens (creating if needed) the lock database at path, an absolute
 // file name, and returns a Locker on it, with the defaults of Config.
@@ -73,14 +84,14 @@ func (c Config) Driver(path string) (driver.Driver, error) {
 }
 
 func (c Config) openPath(ctx context.Context, path string) (*fileDriver, error) {
-	sync, err := c.sync()
+	c, err := c.resolve()
 	if err != nil {
 		return nil, err
 	}
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
-	d, err := openDriver(ctx, path, sync)
+	d, err := openDriver(ctx, path, c)
 	if err != nil {
 		return nil, fmt.Errorf("filelock: open %s: %w", path, err)
 	}
@@ -127,7 +138,11 @@ func (c Config) dbDriver(db *sql.DB) (*fileDriver, error) {
 	if c.Sync != "" {
 		return nil, fmt.Errorf("%w: filelock: Config.Sync %q does not apply to a caller's *sql.DB (set _pragma=synchronous(...) in its DSN)", dlock.ErrInvalidArgument, c.Sync)
 	}
-	s, err := newStore(context.Background(), db, nil, false)
+	c, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	s, err := newStore(context.Background(), db, nil, false, c.Retention)
 	if err != nil {
 		return nil, fmt.Errorf("filelock: prepare lease table: %w", err)
 	}
@@ -143,15 +158,20 @@ func newLocker(d *fileDriver, opts []dlock.Option) (*dlock.Locker, error) {
 	return l, err
 }
 
-// sync validates Sync and returns the pragma value.
-func (c Config) sync() (string, error) {
+// resolve validates c and fills in the defaults.
+func (c Config) resolve() (Config, error) {
 	switch c.Sync {
-	case "", SyncNormal:
-		return SyncNormal, nil
-	case SyncFull:
-		return SyncFull, nil
+	case "":
+		c.Sync = SyncNormal
+	case SyncNormal, SyncFull:
+	default:
+		return c, fmt.Errorf("%w: filelock: Sync %q: want %q or %q", dlock.ErrInvalidArgument, c.Sync, SyncNormal, SyncFull)
 	}
-	return "", fmt.Errorf("%w: filelock: Sync %q: want %q or %q", dlock.ErrInvalidArgument, c.Sync, SyncNormal, SyncFull)
+	if c.Retention < 0 {
+		return c, fmt.Errorf("%w: filelock: Retention %s is negative (0 means %s)", dlock.ErrInvalidArgument, c.Retention, DefaultRetention)
+	}
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	return c, nil
 }
 
 func checkPath(path string) error {

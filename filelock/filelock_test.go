@@ -128,7 +128,7 @@ func TestNewDBWithCallersDB(t *testing.T) {
 	}
 }
 
-// TestConfigInvalid: a bad Sync, or a Sync given with a caller's database
+// TestConfigInvalid: a bad Sync or Retention, or a Sync given with a caller's database
 // (whose DSN decides), is an ErrInvalidArgument naming the value.
 func TestConfigInvalid(t *testing.T) {
 	path := dbPath(t)
@@ -144,6 +144,10 @@ func TestConfigInvalid(t *testing.T) {
 	_, err = filelock.Config{Sync: filelock.SyncFull}.DBLocker(db)
 	if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), `"full"`) {
 		t.Errorf("Config{Sync: full}.DBLocker = %v, want ErrInvalidArgument naming \"full\"", err)
+	}
+	_, err = filelock.Config{Retention: -time.Minute}.Locker(path)
+	if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "-1m0s") {
+		t.Errorf("Config{Retention: -1m}.Locker = %v, want ErrInvalidArgument naming -1m0s", err)
 	}
 	if _, err := filelock.New(path, dlock.WithTTL(-time.Second)); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("New with a negative TTL = %v, want ErrInvalidArgument", err)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
@@ -27,7 +28,7 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 }
 
 // parseURL accepts file:///abs/path (or file://localhost/abs/path) and the
-// query key sync.
+// query keys sync and retention.
 func parseURL(rawURL string) (Config, string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -38,11 +39,17 @@ func parseURL(rawURL string) (Config, string, error) {
 	}
 	q := u.Query()
 	c := Config{Sync: q.Get("sync")}
-	q.Del("sync")
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		return Config{}, "", fmt.Errorf("%w: file URL %q: unknown query key %q (want sync, ttl, wait or owner)", dlock.ErrInvalidArgument, rawURL, k)
+	if r := q.Get("retention"); r != "" {
+		if c.Retention, err = time.ParseDuration(r); err != nil {
+			return Config{}, "", fmt.Errorf("%w: file URL %q: retention=%q: want a Go duration such as 1h", dlock.ErrInvalidArgument, rawURL, r)
+		}
 	}
-	if _, err := c.sync(); err != nil {
+	q.Del("sync")
+	q.Del("retention")
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		return Config{}, "", fmt.Errorf("%w: file URL %q: unknown query key %q (want sync, retention, ttl, wait or owner)", dlock.ErrInvalidArgument, rawURL, k)
+	}
+	if _, err := c.resolve(); err != nil {
 		return Config{}, "", fmt.Errorf("file URL %q: %w", rawURL, err)
 	}
 	if err := checkPath(u.Path); err != nil {

@@ -22,6 +22,8 @@ func TestBadURLs(t *testing.T) {
 		{"file://" + dir + "/", dir + "/"},
 		{"file://" + dir + "/x.db?busy=1s", `"busy"`},
 		{"file://" + dir + "/x.db?sync=sometimes", `"sometimes"`},
+		{"file://" + dir + "/x.db?retention=soon", `"soon"`},
+		{"file://" + dir + "/x.db?retention=-1h", "-1h0m0s"},
 		{"file://otherhost/x.db", "otherhost"},
 	} {
 		l, err := dlock.Open(context.Background(), tc.url)
@@ -59,6 +61,7 @@ func TestGoodURLs(t *testing.T) {
 		"file://" + dir + "/a.db",
 		"file://localhost" + dir + "/b.db",
 		"file://" + dir + "/c.db?sync=full&ttl=5s&owner=me",
+		"file://" + dir + "/d.db?retention=10m",
 		"file://" + dir + "/with%20space%3F.db",
 	} {
 		l, err := dlock.Open(context.Background(), u)
