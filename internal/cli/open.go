@@ -53,7 +53,3 @@ func quietClients() {
 type discardLogger struct{}
 
 func (discardLogger) Printf(context.Context, string, ...any) {}
-
-// describeHolder says who holds a lock in one phrase: "OWNER, fence N, 12s
-// left" (dlock.Holder's String).
-func describeHolder(h dlock.Holder) string { return h.String() }

@@ -205,7 +205,7 @@ func acquireError(opts *runOptions, err, cause error) error {
 			how = fmt.Sprintf("still held after waiting %s, by", opts.Wait)
 		}
 		return exitWith(opts.ConflictExitCode, fmt.Errorf("%q is %s %s; not running the command (exit %d)",
-			opts.Name, how, describeHolder(held.Holder), opts.ConflictExitCode))
+			opts.Name, how, held.Holder.String(), opts.ConflictExitCode))
 	}
 	return err
 }

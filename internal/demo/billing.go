@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -12,11 +12,6 @@ import (
 	"github.com/dlockdev/dlock"
 )
 
-func init() {
-	workerRoles["billing-naive"] = roleBillingNaive
-	workerRoles["billing-fixed"] = roleBillingFixed
-}
-
 // The billing scenario's sizes: subscriptions, the period being charged,
 // how many subscriptions host A charges before its pause.
 const (
@@ -26,10 +21,10 @@ const (
 	billingStep       = 20 * time.Millisecond // one charge's latency
 )
 
-// demoBilling: the seed's exercise 9. Host A starts the nightly charge,
+// runBilling: the seed's exercise 9. Host A starts the nightly charge,
 // pauses past the lock's TTL, host B runs the charge too, A resumes. The
 // naive cron double-charges; the layered fix charges each subscription once.
-func demoBilling(ctx context.Context, e *demoEnv) (string, bool, error) {
+func runBilling(ctx context.Context, e *env) (string, bool, error) {
 	naive, err := e.billingRun(ctx, "naive", "billing-naive")
 	if err != nil {
 		return "", false, err
@@ -46,7 +41,7 @@ func demoBilling(ctx context.Context, e *demoEnv) (string, bool, error) {
 type billingTally struct{ charges, doubled int }
 
 // billingRun runs hosts A (pausing) and B with role, in its own resource.
-func (e *demoEnv) billingRun(ctx context.Context, sub, role string) (billingTally, error) {
+func (e *env) billingRun(ctx context.Context, sub, role string) (billingTally, error) {
 	db, err := e.resource(sub)
 	if err != nil {
 		return billingTally{}, err
@@ -96,7 +91,7 @@ func (e *demoEnv) billingRun(ctx context.Context, sub, role string) (billingTall
 // roleBillingNaive is the team's cron: SET lock 1 EX ttl (skip if held),
 // charge every active subscription, DEL lock.
 func roleBillingNaive(ctx context.Context, w *worker) error {
-	n, err := openNaive(ctx, w.opts.URL, w.opts.Dir)
+	n, err := openNaive(ctx, w.url, w.opts.Dir)
 	if err != nil {
 		return err
 	}
@@ -198,7 +193,7 @@ func (w *worker) chargeOnce(ctx context.Context, id int, f uint64) (bool, error)
 
 // waitNaiveGone waits until the naive lock key has expired on the backend
 // (etcd expires leases a little late), so that host B's cron finds it free.
-func (e *demoEnv) waitNaiveGone(ctx context.Context, sub, key string) error {
+func (e *env) waitNaiveGone(ctx context.Context, sub, key string) error {
 	n, err := openNaive(ctx, e.url, filepath.Join(e.dir, sub))
 	if err != nil {
 		return err
