@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -42,50 +43,68 @@ type billingTally struct{ charges, doubled int }
 
 // billingRun runs hosts A (pausing) and B with role, in its own resource.
 func (e *env) billingRun(ctx context.Context, sub, role string) (billingTally, error) {
-	db, err := e.resource(sub)
+	db, err := e.billingResource(ctx, sub)
 	if err != nil {
 		return billingTally{}, err
-	}
-	for i := 1; i <= billingSubs; i++ {
-		if _, err := db.ExecContext(ctx, `INSERT INTO subscriptions (id) VALUES (?)`, i); err != nil {
-			return billingTally{}, err
-		}
 	}
 	e.say("--", "%s: nightly charge of %d subscriptions on two hosts", sub, billingSubs)
-	name := e.lockName("billing-" + sub)
-	common := []string{"--name", name, "--n", strconv.Itoa(billingSubs)}
-	a, err := e.spawn(sub, "A", role, append(common, "--pause-after", strconv.Itoa(billingPauseAfter))...)
-	if err != nil {
-		return billingTally{}, err
-	}
-	lease := name
-	if sub == "naive" {
-		lease = "" // the naive lock's emulated TTL
-	}
-	if err := e.waitExpiry(ctx, a, lease); err != nil {
-		return billingTally{}, err
-	}
-	if sub == "naive" {
-		if err := e.waitNaiveGone(ctx, sub, name); err != nil {
-			return billingTally{}, err
-		}
-	}
-	b, err := e.spawn(sub, "B", role, common...)
-	if err != nil {
-		return billingTally{}, err
-	}
-	if err := e.waitAll(ctx, []*proc{b}, time.Minute); err != nil {
-		return billingTally{}, err
-	}
-	e.say("--", "SIGCONT A")
-	a.signal(syscall.SIGCONT)
-	if err := e.waitAll(ctx, []*proc{a}, time.Minute); err != nil {
+	if err := e.billingHosts(ctx, sub, role); err != nil {
 		return billingTally{}, err
 	}
 	var t billingTally
 	err = db.QueryRowContext(ctx, `SELECT count(*), (SELECT count(*) FROM
 		(SELECT sub FROM charges GROUP BY sub, period HAVING count(*) > 1)) FROM charges`).Scan(&t.charges, &t.doubled)
 	return t, err
+}
+
+// billingResource opens the run's resource with its subscriptions.
+func (e *env) billingResource(ctx context.Context, sub string) (*sql.DB, error) {
+	db, err := e.resource(sub)
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i <= billingSubs; i++ {
+		if _, err := db.ExecContext(ctx, `INSERT INTO subscriptions (id) VALUES (?)`, i); err != nil {
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// billingHosts: A charges and freezes; once its lock has expired B runs
+// the whole charge; then A resumes where it stopped.
+func (e *env) billingHosts(ctx context.Context, sub, role string) error {
+	name := e.lockName("billing-" + sub)
+	common := []string{"--name", name, "--n", strconv.Itoa(billingSubs)}
+	a, err := e.spawn(sub, "A", role, append(common, "--pause-after", strconv.Itoa(billingPauseAfter))...)
+	if err != nil {
+		return err
+	}
+	if err := e.billingExpiry(ctx, a, sub, name); err != nil {
+		return err
+	}
+	b, err := e.spawn(sub, "B", role, common...)
+	if err != nil {
+		return err
+	}
+	if err := e.waitAll(ctx, []*proc{b}, time.Minute); err != nil {
+		return err
+	}
+	e.say("--", "SIGCONT A")
+	a.signal(syscall.SIGCONT)
+	return e.waitAll(ctx, []*proc{a}, time.Minute)
+}
+
+// billingExpiry waits until the frozen host a's lock name has expired: the
+// dlock lease, or the naive lock's key (its emulated TTL).
+func (e *env) billingExpiry(ctx context.Context, a *proc, sub, name string) error {
+	if sub != "naive" {
+		return e.waitExpiry(ctx, a, name)
+	}
+	if err := e.waitExpiry(ctx, a, ""); err != nil {
+		return err
+	}
+	return e.waitNaiveGone(ctx, sub, name)
 }
 
 // roleBillingNaive is the team's cron: SET lock 1 EX ttl (skip if held),
