@@ -41,8 +41,8 @@
 //     holder's release, it holds the lock without another round trip (see
 //     moveOn in queue.go).
 //
-// Use New with your own *clientv3.Client, NewWithConfig to say the
-// cluster's election timeout, or dlock.Open with an etcd URL. Leases are
+// Use New with your own *clientv3.Client, Config.Locker to say the key
+// prefix or the cluster's election timeout, or dlock.Open with an etcd URL. Leases are
 // whole seconds and at least MinTTLFor(election timeout): 8 s for etcd's
 // default 1 s election timeout (see MinTTLFor for why), never less than
 // MinTTL (2 s, etcd's own floor, which it applies silently).

@@ -9,9 +9,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Scheme is the URL scheme this package registers: etcd://host:port[,...].
-const Scheme = "etcd"
-
 // MinTTL is the shortest lease this driver ever grants, whatever the
 // election timeout: etcd 3.4 silently turns a lease TTL of 0, -1 or 1 s
 // into 2 s (its minimum is 1.5 election timeouts, rounded up), so a
@@ -52,44 +49,45 @@ func MinTTLFor(electionTimeout time.Duration) time.Duration {
 	return max(ttl, MinTTL)
 }
 
-// Config tunes a driver built by NewWithConfig. The zero value is New's.
+// Config says where a Locker's locks live in etcd and what the cluster's
+// election timeout is. The zero value is the defaults (New's).
 type Config struct {
-	// Prefix is the etcd key prefix of the locks (default DefaultPrefix).
-	// Lockers that should see each other's locks must use the same one.
+	// Prefix is the etcd key prefix of the locks (URL key prefix; default
+	// DefaultPrefix, also for ""). Lockers that should see each other's
+	// locks must use the same one.
 	Prefix string
-	// ElectionTimeout is the cluster's --election-timeout (default
-	// DefaultElectionTimeout); it sets the minimum TTL (MinTTLFor).
+	// ElectionTimeout is the cluster's --election-timeout (URL key
+	// election_timeout; default DefaultElectionTimeout, also for 0); it
+	// sets the minimum TTL (MinTTLFor). It cannot be read over the client
+	// API: saying a shorter one than the cluster's allows TTLs that an
+	// election can break.
 	ElectionTimeout time.Duration
 }
 
-func init() { dlock.Register(Scheme, open) }
-
 // New returns a Locker whose locks live in etcd under DefaultPrefix, reached
-// through cli, on a cluster with the default election timeout. The Locker
-// never closes cli. opts become its defaults; a TTL must be at least
-// MinTTLFor(DefaultElectionTimeout), 8 s (the Locker rounds up to whole
-// seconds).
+// through cli, on a cluster with the default election timeout: it is
+// Config{}.Locker(cli, opts...). The Locker never closes cli. opts become
+// its defaults; a TTL must be at least MinTTLFor(DefaultElectionTimeout),
+// 8 s (the Locker rounds up to whole seconds).
 func New(cli *clientv3.Client, opts ...dlock.Option) (*dlock.Locker, error) {
-	return NewWithConfig(cli, Config{}, opts...)
+	return Config{}.Locker(cli, opts...)
 }
 
-// NewWithPrefix is New with the locks under the etcd key prefix instead of
-// DefaultPrefix. Lockers that should see each other's locks must use the
-// same prefix.
-func NewWithPrefix(cli *clientv3.Client, prefix string, opts ...dlock.Option) (*dlock.Locker, error) {
-	if prefix == "" {
-		return nil, fmt.Errorf("%w: empty etcd key prefix (the default is %q)", dlock.ErrInvalidArgument, DefaultPrefix)
-	}
-	return NewWithConfig(cli, Config{Prefix: prefix}, opts...)
-}
-
-// NewWithConfig is New with cfg's prefix and election timeout.
-func NewWithConfig(cli *clientv3.Client, cfg Config, opts ...dlock.Option) (*dlock.Locker, error) {
-	d, err := newDriver(cli, cfg, false)
+// Locker returns a Locker on cli configured by c. The Locker never closes
+// cli; opts become its defaults. A nil client or an invalid field is an
+// error wrapping dlock.ErrInvalidArgument.
+func (c Config) Locker(cli *clientv3.Client, opts ...dlock.Option) (*dlock.Locker, error) {
+	d, err := c.Driver(cli)
 	if err != nil {
 		return nil, err
 	}
 	return dlock.NewLocker(d, opts...)
+}
+
+// Driver returns the bare driver on cli, for callers assembling their own
+// Locker with dlock.NewLocker. Closing the driver leaves cli open.
+func (c Config) Driver(cli *clientv3.Client) (driver.Driver, error) {
+	return c.newDriver(cli, false)
 }
 
 // etcdDriver implements driver.Driver, Queuer, Lister, ForceReleaser and
@@ -112,22 +110,24 @@ func (d *etcdDriver) step(name string) {
 	}
 }
 
-func newDriver(cli *clientv3.Client, cfg Config, closes bool) (*etcdDriver, error) {
+// newDriver validates c and builds the driver; closes says whether cli
+// is the driver's to close (opened from a URL).
+func (c Config) newDriver(cli *clientv3.Client, closes bool) (*etcdDriver, error) {
 	if cli == nil {
 		return nil, fmt.Errorf("%w: nil *clientv3.Client", dlock.ErrInvalidArgument)
 	}
-	if cfg.Prefix == "" {
-		cfg.Prefix = DefaultPrefix
+	if c.ElectionTimeout < 0 {
+		return nil, fmt.Errorf("%w: etcdlock.Config.ElectionTimeout %s: want the cluster's --election-timeout, or 0 for the default %s", dlock.ErrInvalidArgument, c.ElectionTimeout, DefaultElectionTimeout)
 	}
-	if cfg.ElectionTimeout < 0 {
-		return nil, fmt.Errorf("%w: negative etcd election timeout %s", dlock.ErrInvalidArgument, cfg.ElectionTimeout)
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
 	}
-	if cfg.ElectionTimeout == 0 {
-		cfg.ElectionTimeout = DefaultElectionTimeout
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = DefaultElectionTimeout
 	}
 	return &etcdDriver{
-		cli: cli, keys: keyspace{prefix: cfg.Prefix}, closes: closes, pool: newPool(cli),
-		election: cfg.ElectionTimeout, minTTL: MinTTLFor(cfg.ElectionTimeout),
+		cli: cli, keys: keyspace{prefix: c.Prefix}, closes: closes, pool: newPool(cli),
+		election: c.ElectionTimeout, minTTL: MinTTLFor(c.ElectionTimeout),
 	}, nil
 }
 

@@ -6,7 +6,7 @@ import (
 )
 
 // DefaultPrefix is the etcd key prefix under which locks live unless the
-// URL's prefix key or NewWithPrefix says otherwise.
+// URL's prefix key or Config.Prefix says otherwise.
 const DefaultPrefix = "dlock/"
 
 // keyspace lays out a lock's keys: every contender for NAME, holder and

@@ -17,28 +17,34 @@ import (
 	"go.uber.org/zap"
 )
 
+// Scheme is the URL scheme this package registers: etcd://host:port[,...].
+const Scheme = "etcd"
+
+func init() { dlock.Register(Scheme, open) }
+
 // DefaultDialTimeout bounds Open's check that an endpoint answers unless
 // the URL's dial_timeout says otherwise.
 const DefaultDialTimeout = 2 * time.Second
 
-// urlConfig is what an etcd:// URL says.
+// urlConfig is what an etcd:// URL says: how to reach the cluster, and
+// the driver's Config.
 type urlConfig struct {
 	endpoints   []string
 	username    string
 	password    string
-	prefix      string
 	dialTimeout time.Duration
-	election    time.Duration
+	cfg         Config
 }
 
 // parseURL reads etcd://[user[:password]@]host:port[,host:port...][/]
-// [?prefix=P&dial_timeout=D]. Its errors never contain the password.
+// [?prefix=P&dial_timeout=D&election_timeout=E]. Its errors never contain
+// the password.
 func parseURL(raw string) (urlConfig, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != Scheme {
 		return urlConfig{}, invalidURL("want etcd://host:port[,host:port...]")
 	}
-	c := urlConfig{prefix: DefaultPrefix, dialTimeout: DefaultDialTimeout, election: DefaultElectionTimeout}
+	c := urlConfig{dialTimeout: DefaultDialTimeout}
 	if u.User != nil {
 		c.username = u.User.Username()
 		c.password, _ = u.User.Password()
@@ -79,7 +85,7 @@ func (c *urlConfig) query(q url.Values) error {
 			if v == "" {
 				return invalidURL("prefix is empty (the default is %q)", DefaultPrefix)
 			}
-			c.prefix = v
+			c.cfg.Prefix = v
 		case "dial_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -91,7 +97,7 @@ func (c *urlConfig) query(q url.Values) error {
 			if err != nil || d < time.Millisecond || d > time.Minute {
 				return invalidURL("election_timeout=%q: want the cluster's --election-timeout as a duration from 1ms to 1m, like 1s", v)
 			}
-			c.election = d
+			c.cfg.ElectionTimeout = d
 		default:
 			return invalidURL("unknown query key %q (etcd URLs know prefix, dial_timeout and election_timeout, and dlock's ttl, wait, owner)", key)
 		}
@@ -134,7 +140,12 @@ func open(ctx context.Context, raw string) (driver.Driver, error) {
 		_ = cli.Close()
 		return nil, err
 	}
-	return newDriver(cli, Config{Prefix: c.prefix, ElectionTimeout: c.election}, true)
+	d, err := c.cfg.newDriver(cli, true)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
 // dialAny connects to every endpoint over TCP at once and returns nil as

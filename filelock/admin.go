@@ -19,8 +19,8 @@ FROM dlock_leases WHERE name = ?1 AND token IS NOT NULL AND expires_at > ` + now
 // forceSQL frees name whoever holds it and bumps its fence (creating the
 // row if the name was never locked, so the bump is never lost).
 const forceSQL = `INSERT INTO dlock_leases (name, token, owner, fence, expires_at, freed)
-VALUES (?1, NULL, '', 1, 0, (SELECT coalesce(max(freed), 0) + 1 FROM dlock_leases))
-ON CONFLICT (name) DO UPDATE SET token = NULL, owner = '', expires_at = 0,
+VALUES (?1, NULL, '', ` + newFence + `, ` + nowMS + `, (SELECT coalesce(max(freed), 0) + 1 FROM dlock_leases))
+ON CONFLICT (name) DO UPDATE SET token = NULL, owner = '', expires_at = excluded.expires_at,
 	fence = fence + 1, freed = excluded.freed
 RETURNING fence, freed`
 
@@ -86,6 +86,7 @@ func (d *fileDriver) ForceRelease(ctx context.Context, name string) (driver.Hold
 		return driver.Holder{}, false, 0, err
 	}
 	d.watch.released(name, freed)
+	d.maybePrune(ctx)
 	return evicted, ok, uint64(fence), nil
 }
 

@@ -45,7 +45,7 @@ func benchUncontended(b *testing.B, goroutines int, l *dlock.Locker) {
 // BenchmarkContended: 16 goroutines take turns on one name, pausing 1 ms
 // after each release (critical sections/s; handoff = release to the next
 // grant; fair = fewest turns of a goroutine / most). stores=1 is one
-// process: every goroutine's Locker shares the file's store, as Open
+// process: every goroutine's Locker shares the file's store, as New
 // arranges. stores=16 gives each goroutine a private store (connection and
 // release watcher), as 16 processes would have. wake=notify is the driver
 // as shipped; wake=backoff hides its Notifier, leaving the portable layer's
@@ -84,7 +84,7 @@ func benchPath(b *testing.B) string { return filepath.Join(b.TempDir(), "bench.d
 // without notify, its driver hides the Notifier (and every other optional
 // interface).
 func benchLocker(b *testing.B, path string, private, notify bool, opts ...dlock.Option) *dlock.Locker {
-	d, err := openDriver(context.Background(), path, SyncNormal)
+	d, err := openDriver(context.Background(), path, Config{Sync: SyncNormal, Retention: DefaultRetention})
 	if private {
 		_ = d.Close()
 		d, err = privateDriver(path, SyncNormal)

@@ -147,7 +147,7 @@ func journalFinding(ctx context.Context, db *sql.DB) (driver.Finding, error) {
 	}
 	f.Verdict = driver.VerdictWarn
 	f.Detail += ": readers block the writer, so a refresh can wait behind another process's read"
-	f.Fix = "open the database with _pragma=journal_mode(WAL) (filelock.Open and file:// URLs do)"
+	f.Fix = "open the database with _pragma=journal_mode(WAL) (filelock.New and file:// URLs do)"
 	return f, nil
 }
 
@@ -163,7 +163,7 @@ func busyFinding(ctx context.Context, db *sql.DB) (driver.Finding, error) {
 	}
 	f.Verdict = driver.VerdictWarn
 	f.Detail += ": a call that meets another process's write fails at once with SQLITE_BUSY"
-	f.Fix = fmt.Sprintf("open the database with _pragma=busy_timeout(%d) (filelock.Open and file:// URLs do)", BusyTimeout)
+	f.Fix = fmt.Sprintf("open the database with _pragma=busy_timeout(%d) (filelock.New and file:// URLs do)", BusyTimeout)
 	return f, nil
 }
 

@@ -63,7 +63,7 @@ func TestDiagnoseCallersDatabase(t *testing.T) {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	l, err := filelock.New(db)
+	l, err := filelock.NewDB(db)
 	if err != nil {
 		t.Fatal(err)
 	}

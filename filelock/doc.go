@@ -6,20 +6,21 @@
 // # URLs
 //
 //	file:///absolute/path/to/dlock.db
-//	file://localhost/absolute/path/to/dlock.db?sync=full
+//	file://localhost/absolute/path/to/dlock.db?sync=full&retention=10m
 //
 // The path must be absolute (percent-escapes are decoded); missing parent
 // directories are created with mode 0700, and the file (with its -wal and
 // -shm companions) with the process's umask: processes of other users can
-// share it only if the file modes let them write. The one query key of its
-// own is sync, normal (default) or full, described under Fencing tokens;
-// dlock's ttl, wait and owner are accepted too, and any other key is an
-// error. With no URL at all, dlock.Open uses dlock.DefaultURL:
+// share it only if the file modes let them write. Its own query keys are
+// sync, normal (default) or full, and retention, a Go duration (default
+// 1h), both described under Fencing tokens (they are Config.Sync and
+// Config.Retention in Go); dlock's ttl, wait and owner are accepted too,
+// and any other key is an error. With no URL at all, dlock.Open uses dlock.DefaultURL:
 // $XDG_STATE_HOME/dlock/dlock.db, or ~/.local/state/dlock/dlock.db.
 //
-// In Go, Open takes the path, and New takes a *sql.DB the caller opened
-// with the "sqlite" driver (give it a busy timeout and WAL mode, as Open
-// does). Every Locker opened by path on one file in one process shares a
+// In Go, New (or Config.Locker) takes the path, and NewDB (or
+// Config.DBLocker) takes a *sql.DB the caller opened with the "sqlite"
+// driver (give it a busy timeout and WAL mode, as New does). Every Locker opened by path on one file in one process shares a
 // single connection: writers queue for it in Go, and only other processes
 // meet SQLite's file lock, where the busy timeout (5 s) makes them wait.
 //
@@ -28,7 +29,15 @@
 // Each name has one row holding its fence. Every new grant increments it in
 // the same write transaction that grants the lock, and release keeps the
 // row, so a name's fences strictly increase across holders, releases,
-// expiries and force-releases (which bump it too). With sync=normal a
+// expiries and force-releases (which bump it too). So that the file does
+// not grow with every name ever locked, the rows of names nobody has held
+// for the retention are deleted (during a release, at most once a minute).
+// The same transaction first raises a file-wide fence floor to the highest
+// fence among them, and a name's new row starts at the floor plus one, so
+// fences strictly increase per name across that deletion too; a name's
+// first fence is therefore not always 1. Every process sharing a file must
+// run a dlock that knows the floor: an older one would start a deleted
+// name again at 1. With sync=normal a
 // commit survives any process crash but is synced to disk only at
 // checkpoints, so an OS crash or power cut can undo the last few grants and
 // hand their fences out again, after reboot, when every holder of those

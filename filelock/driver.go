@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
 )
 
 // fileDriver is the driver.Driver: a handle on a store. Every Locker on
@@ -33,6 +36,7 @@ type store struct {
 	stmts   statements
 	watch   *watcher
 	flights flights
+	prune   pruner
 	refs    int // handles, when shared; guarded by shared.mu
 }
 
@@ -47,14 +51,15 @@ func (s *statements) all() []**sql.Stmt {
 
 var queries = []string{peekSQL, grantSQL, holderSQL, refreshSQL, releaseSQL, stateSQL}
 
-// newStore creates the schema in db and prepares the statements. openPoll
+// newStore creates the schema in db and prepares the statements; rows of
+// names not held are pruned after retention. openPoll
 // opens the watcher's own connection; nil polls through db itself (a
 // caller's pool, whose size we do not know).
-func newStore(ctx context.Context, db *sql.DB, openPoll func() (*sql.DB, error), owned bool) (*store, error) {
+func newStore(ctx context.Context, db *sql.DB, openPoll func() (*sql.DB, error), owned bool, retention time.Duration) (*store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, err
 	}
-	s := &store{db: db, owned: owned, watch: newWatcher(db, openPoll)}
+	s := &store{db: db, owned: owned, watch: newWatcher(db, openPoll), prune: newPruner(retention)}
 	for i, p := range s.stmts.all() {
 		var err error
 		if *p, err = db.PrepareContext(ctx, queries[i]); err != nil {

@@ -13,7 +13,7 @@ import (
 func testDriver(t *testing.T) (*fileDriver, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "d.db")
-	d, err := openDriver(context.Background(), path, SyncNormal)
+	d, err := openDriver(context.Background(), path, Config{Sync: SyncNormal, Retention: DefaultRetention})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestFencesSurviveReopen(t *testing.T) {
 	if err := d.Release(ctx, "n", "a"); err != nil {
 		t.Fatal(err)
 	}
-	d2, err := openDriver(ctx, path, SyncFull)
+	d2, err := openDriver(ctx, path, Config{Sync: SyncFull, Retention: DefaultRetention})
 	if err != nil {
 		t.Fatal(err)
 	}

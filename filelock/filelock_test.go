@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,9 +19,9 @@ func dbPath(t testing.TB) string {
 
 func open(t testing.TB, path string, opts ...dlock.Option) *dlock.Locker {
 	t.Helper()
-	l, err := filelock.Open(path, opts...)
+	l, err := filelock.New(path, opts...)
 	if err != nil {
-		t.Fatalf("Open(%q): %v", path, err)
+		t.Fatalf("New(%q): %v", path, err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
@@ -82,8 +83,8 @@ func TestWaiterWokenByRelease(t *testing.T) {
 	}
 }
 
-// TestNewWithCallersDB: New uses the caller's *sql.DB and leaves it open.
-func TestNewWithCallersDB(t *testing.T) {
+// TestNewDBWithCallersDB: NewDB uses the caller's *sql.DB and leaves it open.
+func TestNewDBWithCallersDB(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "mine.db")
 	db, err := sql.Open("sqlite", "file://"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
@@ -91,7 +92,7 @@ func TestNewWithCallersDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	a, err := filelock.New(db)
+	a, err := filelock.NewDB(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestNewWithCallersDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := filelock.New(db)
+	b, err := filelock.NewDB(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,5 +125,52 @@ func TestNewWithCallersDB(t *testing.T) {
 	}
 	if err := db.PingContext(ctx); err != nil {
 		t.Fatalf("caller's db closed by Locker.Close: %v", err)
+	}
+}
+
+// TestConfigInvalid: a bad Sync or Retention, or a Sync given with a caller's database
+// (whose DSN decides), is an ErrInvalidArgument naming the value.
+func TestConfigInvalid(t *testing.T) {
+	path := dbPath(t)
+	_, err := filelock.Config{Sync: "sometimes"}.Locker(path)
+	if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), `"sometimes"`) {
+		t.Errorf(`Config{Sync: "sometimes"}.Locker = %v, want ErrInvalidArgument naming "sometimes"`, err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = filelock.Config{Sync: filelock.SyncFull}.DBLocker(db)
+	if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), `"full"`) {
+		t.Errorf("Config{Sync: full}.DBLocker = %v, want ErrInvalidArgument naming \"full\"", err)
+	}
+	_, err = filelock.Config{Retention: -time.Minute}.Locker(path)
+	if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "-1m0s") {
+		t.Errorf("Config{Retention: -1m}.Locker = %v, want ErrInvalidArgument naming -1m0s", err)
+	}
+	if _, err := filelock.New(path, dlock.WithTTL(-time.Second)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("New with a negative TTL = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestConfigDriver: the bare driver from Config.Driver works under a
+// Locker the caller assembles, with Sync full.
+func TestConfigDriver(t *testing.T) {
+	d, err := filelock.Config{Sync: filelock.SyncFull}.Driver(dbPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := dlock.NewLocker(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ls, err := l.TryAcquire(context.Background(), "bare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Release(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

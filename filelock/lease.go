@@ -13,7 +13,7 @@ import (
 // earlier attempt whose reply was lost: same fence, fresh expiry), bumping
 // the fence on every new grant. It returns no row when someone else holds it.
 const grantSQL = `INSERT INTO dlock_leases (name, token, owner, fence, expires_at)
-VALUES (?1, ?2, ?3, 1, ` + nowMS + ` + ?4)
+VALUES (?1, ?2, ?3, ` + newFence + `, ` + nowMS + ` + ?4)
 ON CONFLICT (name) DO UPDATE SET
 	fence = CASE WHEN token IS excluded.token THEN fence ELSE fence + 1 END,
 	token = excluded.token, owner = excluded.owner, expires_at = excluded.expires_at
@@ -26,9 +26,10 @@ FROM dlock_leases WHERE name = ?1`
 const refreshSQL = `UPDATE dlock_leases SET expires_at = ` + nowMS + ` + ?3
 WHERE name = ?1 AND token = ?2 AND expires_at > ` + nowMS
 
-// releaseSQL clears the holder but keeps the row (and its fence), and
-// stamps it with the next release sequence number for the watchers.
-const releaseSQL = `UPDATE dlock_leases SET token = NULL, owner = '', expires_at = 0,
+// releaseSQL clears the holder but keeps the row (and its fence), sets
+// expires_at to now (the retention counts from it), and stamps the row
+// with the next release sequence number for the watchers.
+const releaseSQL = `UPDATE dlock_leases SET token = NULL, owner = '', expires_at = ` + nowMS + `,
 	freed = (SELECT max(freed) FROM dlock_leases) + 1
 WHERE name = ?1 AND token = ?2 AND expires_at > ` + nowMS + `
 RETURNING freed`
@@ -101,12 +102,14 @@ func (d *fileDriver) Refresh(ctx context.Context, name, token string, ttl time.D
 	return checked(ctx, d.stmts.state, res, err, name, token)
 }
 
-// Release frees a live lease held by token and wakes this host's waiters.
+// Release frees a live lease held by token, wakes this host's waiters,
+// and prunes old rows when that is due.
 func (d *fileDriver) Release(ctx context.Context, name, token string) error {
 	var freed int64
 	err := d.stmts.release.QueryRowContext(ctx, name, token).Scan(&freed)
 	if err == nil {
 		d.watch.released(name, freed)
+		d.maybePrune(ctx)
 		return nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {

@@ -18,7 +18,7 @@ import (
 func BenchmarkPollCost(b *testing.B) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "x.db")
-	d, err := openDriver(ctx, path, SyncNormal)
+	d, err := openDriver(ctx, path, Config{Sync: SyncNormal, Retention: DefaultRetention})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,10 +9,16 @@ import (
 // per statement: every expiry is computed and compared by the same clock.
 const nowMS = `CAST(unixepoch('subsec')*1000 AS INTEGER)`
 
-// The lease table keeps a row per name that was ever locked: release only
-// clears the holder, so the fence keeps growing across holders. freed is a
-// global release sequence (the largest plus one at each release), indexed
-// so that the release watcher finds the names freed since it last looked.
+// The lease table keeps a row per name locked within the retention:
+// release only clears the holder (and stamps expires_at with the time of
+// release), so the fence keeps growing across holders; prune.go deletes
+// the rows of names nobody has held for longer. freed is a global release
+// sequence (the largest plus one at each release), indexed so that the
+// release watcher finds the names freed since it last looked.
+//
+// dlock_fence_floor has one row: the highest fence of any pruned row. A
+// name's new row starts at the floor plus one, so a name's fences strictly
+// increase across the deletion of its row.
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS dlock_leases (
 		name       TEXT PRIMARY KEY,
@@ -23,7 +29,15 @@ var schema = []string{
 		freed      INTEGER NOT NULL DEFAULT 0
 	) WITHOUT ROWID`,
 	`CREATE INDEX IF NOT EXISTS dlock_leases_freed ON dlock_leases (freed)`,
+	`CREATE TABLE IF NOT EXISTS dlock_fence_floor (
+		id    INTEGER PRIMARY KEY CHECK (id = 1),
+		fence INTEGER NOT NULL
+	)`,
+	`INSERT OR IGNORE INTO dlock_fence_floor (id, fence) VALUES (1, 0)`,
 }
+
+// newFence is the fence of a name's new row: above every pruned row's.
+const newFence = `(SELECT fence + 1 FROM dlock_fence_floor WHERE id = 1)`
 
 // migrate creates the schema; it is idempotent and safe to run from many
 // processes at once (each statement waits for the write lock).

@@ -4,28 +4,30 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 )
 
 // shared holds the stores opened by path in this process, one per file
-// and sync level, counted by handle.
+// and Config, counted by handle.
 var shared = struct {
 	mu sync.Mutex
 	m  map[string]*store
 }{m: map[string]*store{}}
 
 // openDriver returns a handle on path's shared store, opening it (and
-// creating its directory) on first use.
-func openDriver(ctx context.Context, path, sync string) (*fileDriver, error) {
-	key := filepath.Clean(path) + "?sync=" + sync
+// creating its directory) on first use; c is resolved.
+func openDriver(ctx context.Context, path string, c Config) (*fileDriver, error) {
+	key := filepath.Clean(path) + "?sync=" + c.Sync + "&retention=" + c.Retention.String()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	s := shared.m[key]
 	if s == nil {
 		var err error
-		if s, err = openStore(ctx, path, sync); err != nil {
+		if s, err = openStore(ctx, path, c); err != nil {
 			return nil, err
 		}
 		shared.m[key] = s
@@ -48,17 +50,45 @@ func unref(key string, s *store) error {
 	return s.close()
 }
 
-func openStore(ctx context.Context, path, sync string) (*store, error) {
+func openStore(ctx context.Context, path string, c Config) (*store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	db, err := openDB(path, sync)
+	db, err := openDB(path, c.Sync)
 	if err != nil {
 		return nil, err
 	}
-	s, err := newStore(ctx, db, func() (*sql.DB, error) { return openDB(path, sync) }, true)
+	s, err := newStore(ctx, db, func() (*sql.DB, error) { return openDB(path, c.Sync) }, true, c.Retention)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	return s, nil
+}
+
+// openDB opens one connection to path: this process's writers queue for it
+// in Go (fast hand-off), and only other processes meet the file lock, where
+// the busy timeout makes SQLite wait for it.
+func openDB(path, sync string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, sync))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	if err := db.Ping(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return db, nil
+}
+
+// dsn is a SQLite URI: WAL so that readers never block the writer, the
+// sync level, a busy timeout, and write transactions that take the write
+// lock at BEGIN (no deadlock-prone lock upgrades).
+func dsn(path, sync string) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+sync+")")
+	q.Set("_txlock", "immediate")
+	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
 }

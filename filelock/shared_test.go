@@ -11,11 +11,11 @@ import (
 func TestStoreShared(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.db")
-	a, err := openDriver(ctx, path, SyncNormal)
+	a, err := openDriver(ctx, path, Config{Sync: SyncNormal, Retention: DefaultRetention})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := openDriver(ctx, filepath.Join(filepath.Dir(path), ".", "s.db"), SyncNormal)
+	b, err := openDriver(ctx, filepath.Join(filepath.Dir(path), ".", "s.db"), Config{Sync: SyncNormal, Retention: DefaultRetention})
 	if err != nil {
 		t.Fatal(err)
 	}

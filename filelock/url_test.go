@@ -22,6 +22,8 @@ func TestBadURLs(t *testing.T) {
 		{"file://" + dir + "/", dir + "/"},
 		{"file://" + dir + "/x.db?busy=1s", `"busy"`},
 		{"file://" + dir + "/x.db?sync=sometimes", `"sometimes"`},
+		{"file://" + dir + "/x.db?retention=soon", `"soon"`},
+		{"file://" + dir + "/x.db?retention=-1h", "-1h0m0s"},
 		{"file://otherhost/x.db", "otherhost"},
 	} {
 		l, err := dlock.Open(context.Background(), tc.url)
@@ -36,19 +38,19 @@ func TestBadURLs(t *testing.T) {
 	}
 }
 
-func TestOpenBadPaths(t *testing.T) {
+func TestNewBadPaths(t *testing.T) {
 	for _, p := range []string{"", "relative/dlock.db", "./x.db", "/tmp/dir/"} {
-		l, err := filelock.Open(p)
+		l, err := filelock.New(p)
 		if err == nil {
 			l.Close()
-			t.Errorf("Open(%q) succeeded, want an error", p)
+			t.Errorf("New(%q) succeeded, want an error", p)
 			continue
 		}
 		if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), `"`+p+`"`) {
-			t.Errorf("Open(%q) = %v, want ErrInvalidArgument naming it", p, err)
+			t.Errorf("New(%q) = %v, want ErrInvalidArgument naming it", p, err)
 		}
 	}
-	if _, err := filelock.New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+	if _, err := filelock.NewDB(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("New(nil) = %v, want ErrInvalidArgument", err)
 	}
 }
@@ -59,6 +61,7 @@ func TestGoodURLs(t *testing.T) {
 		"file://" + dir + "/a.db",
 		"file://localhost" + dir + "/b.db",
 		"file://" + dir + "/c.db?sync=full&ttl=5s&owner=me",
+		"file://" + dir + "/d.db?retention=10m",
 		"file://" + dir + "/with%20space%3F.db",
 	} {
 		l, err := dlock.Open(context.Background(), u)

@@ -27,7 +27,7 @@ func (s *Store) Do(ctx context.Context, key string, fn func(ctx context.Context)
 	if fn == nil {
 		return nil, invalid("nil function for key %q", key)
 	}
-	deadline := time.Now().Add(s.cfg.wait)
+	deadline := time.Now().Add(s.cfg.Wait)
 	for attempt := 0; ; attempt++ {
 		token := newToken()
 		claimed, err := s.claim(ctx, key, token)
@@ -69,7 +69,7 @@ ON CONFLICT (key) DO UPDATE SET state = 'running', token = EXCLUDED.token, owner
 WHERE r.expires_at < now()
 RETURNING true`
 	var ok bool
-	err := s.db.QueryRow(ctx, sql, key, token, s.cfg.owner, ms(s.cfg.claimTTL)).Scan(&ok)
+	err := s.db.QueryRow(ctx, sql, key, token, s.cfg.Owner, ms(s.cfg.ClaimTTL)).Scan(&ok)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -2,7 +2,7 @@
 // outcome kept in PostgreSQL: the last of the seed's three layers (lock,
 // fencing, idempotency).
 //
-//	store, _ := idempotency.New(pool, idempotency.WithRetention(30*24*time.Hour))
+//	store, _ := idempotency.Config{Retention: 30 * 24 * time.Hour}.Store(pool)
 //	_ = store.Migrate(ctx) // once, at deploy time
 //	receipt, err := store.Do(ctx, "charge/sub-42/2026-12", func(ctx context.Context) ([]byte, error) {
 //		return provider.Charge(ctx, ...)
@@ -12,7 +12,7 @@
 // and stores fn's result. Later calls with the same key return the stored
 // result without running fn. A call that arrives while the first is still
 // running gets ErrInProgress (an *InProgressError naming the claimant), or
-// waits for the stored result when the Store was made WithWait.
+// waits for the stored result when Config.Wait is set.
 //
 // # Failures release the key
 //
@@ -39,7 +39,7 @@
 //
 // # Retention
 //
-// Stored results are kept for the retention (WithRetention, default 24 h);
+// Stored results are kept for the retention (Config.Retention, default 24 h);
 // after that the key may run again. Purge deletes expired rows; call it
 // from a cron job, or let Do reuse expired rows as it meets them.
 package idempotency

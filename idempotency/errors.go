@@ -7,7 +7,7 @@ import (
 )
 
 // ErrInProgress is matched by the error of a Do whose key is claimed by a
-// call that has not finished (and, WithWait, did not finish in time).
+// call that has not finished (and, with Config.Wait, did not finish in time).
 var ErrInProgress = errors.New("idempotency: a call with this key is in progress")
 
 // ErrClaimLost means this call's claim on the key expired while fn ran
@@ -19,7 +19,7 @@ var ErrClaimLost = errors.New("idempotency: claim on the key expired while fn ra
 // InProgressError names the call holding a key. It matches ErrInProgress.
 type InProgressError struct {
 	Key string
-	// Owner is the claimant's description (WithOwner; default host/pid).
+	// Owner is the claimant's description (Config.Owner; default host/pid).
 	Owner string
 	// Since is when the claimant started.
 	Since time.Time

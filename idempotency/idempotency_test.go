@@ -19,7 +19,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func setup(t *testing.T, opts ...idempotency.Option) (*idempotency.Store, *pgxpool.Pool, string) {
+func setup(t *testing.T) (*idempotency.Store, *pgxpool.Pool, string) {
+	t.Helper()
+	return setupWith(t, idempotency.Config{})
+}
+
+// setupWith makes a Store configured by cfg on a fresh database.
+func setupWith(t *testing.T, cfg idempotency.Config) (*idempotency.Store, *pgxpool.Pool, string) {
 	t.Helper()
 	ctx := context.Background()
 	url := testserver.Postgres(t).NewDatabase(t)
@@ -28,7 +34,7 @@ func setup(t *testing.T, opts ...idempotency.Option) (*idempotency.Store, *pgxpo
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := idempotency.New(pool, opts...)
+	s, err := cfg.Store(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +103,7 @@ func testPanicReleases(t *testing.T) {
 }
 
 func testInProgressInProcess(t *testing.T) {
-	s, _, _ := setup(t, idempotency.WithOwner("first"))
+	s, _, _ := setupWith(t, idempotency.Config{Owner: "first"})
 	ctx := context.Background()
 	started, finish := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
@@ -116,7 +122,7 @@ func testInProgressInProcess(t *testing.T) {
 
 func testWaitGetsResult(t *testing.T) {
 	s, pool, _ := setup(t)
-	waiter, err := idempotency.New(pool, idempotency.WithWait(time.Minute))
+	waiter, err := idempotency.Config{Wait: time.Minute}.Store(pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +146,7 @@ func testWaitGetsResult(t *testing.T) {
 
 func testWaitBounded(t *testing.T) {
 	s, pool, _ := setup(t)
-	waiter, _ := idempotency.New(pool, idempotency.WithWait(200*time.Millisecond))
+	waiter, _ := idempotency.Config{Wait: 200 * time.Millisecond}.Store(pool)
 	ctx := context.Background()
 	started, finish := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
@@ -158,7 +164,7 @@ func testWaitBounded(t *testing.T) {
 
 // An abandoned claim (the process died) is taken over once it expires.
 func testAbandonedClaim(t *testing.T) {
-	s, pool, _ := setup(t, idempotency.WithClaimTTL(time.Second))
+	s, pool, _ := setupWith(t, idempotency.Config{ClaimTTL: time.Second})
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `INSERT INTO dlock_idempotency (key, state, token, owner, started_at, expires_at)
 		VALUES ('k', 'running', 'dead', 'crashed/1', now(), now() + interval '300 milliseconds')`)
@@ -178,7 +184,7 @@ func testAbandonedClaim(t *testing.T) {
 // the claim TTL) and was taken over does not overwrite the new result, and
 // says so with ErrClaimLost; its fn's context is canceled.
 func testClaimLost(t *testing.T) {
-	s, pool, _ := setup(t, idempotency.WithClaimTTL(600*time.Millisecond))
+	s, pool, _ := setupWith(t, idempotency.Config{ClaimTTL: 600 * time.Millisecond})
 	ctx := context.Background()
 	started, finish := make(chan struct{}), make(chan struct{})
 	var firstErr, cause error
@@ -214,7 +220,7 @@ func testClaimLost(t *testing.T) {
 
 // The heartbeat keeps a claim alive through work far longer than its TTL.
 func testHeartbeat(t *testing.T) {
-	s, _, _ := setup(t, idempotency.WithClaimTTL(time.Second))
+	s, _, _ := setupWith(t, idempotency.Config{ClaimTTL: time.Second})
 	ctx := context.Background()
 	started := make(chan struct{})
 	var wg sync.WaitGroup
@@ -241,7 +247,7 @@ func testHeartbeat(t *testing.T) {
 }
 
 func testRetentionAndPurge(t *testing.T) {
-	s, _, _ := setup(t, idempotency.WithRetention(200*time.Millisecond))
+	s, _, _ := setupWith(t, idempotency.Config{Retention: 200 * time.Millisecond})
 	ctx := context.Background()
 	var runs atomic.Int32
 	fn := func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil }
@@ -284,13 +290,31 @@ func testInvalid(t *testing.T) {
 	_, errKey := s.Do(ctx, "", fn)
 	_, errFn := s.Do(ctx, "k", nil)
 	_, errNil := idempotency.New(nil)
-	_, errRet := idempotency.New(&pgxpool.Pool{}, idempotency.WithRetention(0))
-	_, errTbl := idempotency.New(&pgxpool.Pool{}, idempotency.WithTable("a..b"))
-	_, errWait := idempotency.New(&pgxpool.Pool{}, idempotency.WithWait(-1))
-	for name, err := range map[string]error{"key": errKey, "fn": errFn, "db": errNil, "retention": errRet, "table": errTbl, "wait": errWait} {
+	for name, err := range map[string]error{"key": errKey, "fn": errFn, "db": errNil} {
 		if !errors.Is(err, dlock.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
+	}
+	// Each invalid field is named, with its value, in the error.
+	for _, tc := range []struct {
+		cfg  idempotency.Config
+		want string
+	}{
+		{idempotency.Config{Retention: -time.Second}, "Config.Retention -1s"},
+		{idempotency.Config{Retention: time.Microsecond}, "Config.Retention 1µs"},
+		{idempotency.Config{ClaimTTL: 10 * time.Millisecond}, "Config.ClaimTTL 10ms"},
+		{idempotency.Config{Table: "a..b"}, `Config.Table "a..b"`},
+		{idempotency.Config{Wait: -1}, "Config.Wait -1ns"},
+		{idempotency.Config{Owner: strings.Repeat("o", 257)}, "Config.Owner"},
+	} {
+		_, err := tc.cfg.Store(&pgxpool.Pool{})
+		if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v.Store = %v, want ErrInvalidArgument naming %s", tc.cfg, err, tc.want)
+		}
+	}
+	// Zero fields are the defaults, not errors.
+	if _, err := (idempotency.Config{}).Store(&pgxpool.Pool{}); err != nil {
+		t.Errorf("Config{}.Store = %v, want the defaults", err)
 	}
 }
 

@@ -57,7 +57,7 @@ func (c childSpec) run() (string, error) {
 		return "", err
 	}
 	defer pool.Close()
-	store, err := idempotency.New(pool, idempotency.WithWait(c.Wait), idempotency.WithOwner(fmt.Sprintf("child/%d", os.Getpid())))
+	store, err := idempotency.Config{Wait: c.Wait, Owner: fmt.Sprintf("child/%d", os.Getpid())}.Store(pool)
 	if err != nil {
 		return "", err
 	}

@@ -42,7 +42,7 @@ func (s *Store) heartbeat(ctx context.Context, key, token string, lose context.C
 	hctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(s.cfg.claimTTL / 3)
+		t := time.NewTicker(s.cfg.ClaimTTL / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -62,7 +62,7 @@ func (s *Store) heartbeat(ctx context.Context, key, token string, lose context.C
 func (s *Store) extend(ctx context.Context, key, token string) error {
 	sql := `UPDATE ` + s.table + ` SET expires_at = now() + $3 * interval '1 millisecond'
 WHERE key = $1 AND token = $2 AND state = 'running' AND expires_at >= now()`
-	tag, err := s.db.Exec(ctx, sql, key, token, ms(s.cfg.claimTTL))
+	tag, err := s.db.Exec(ctx, sql, key, token, ms(s.cfg.ClaimTTL))
 	if err != nil {
 		return err // transient: the next beat tries again
 	}
@@ -78,7 +78,7 @@ func (s *Store) store(ctx context.Context, key, token string, res []byte) error 
 	defer cancel()
 	sql := `UPDATE ` + s.table + ` SET state = 'done', result = $3, finished_at = now(),
 	expires_at = now() + $4 * interval '1 millisecond' WHERE key = $1 AND token = $2`
-	tag, err := s.db.Exec(wctx, sql, key, token, res, ms(s.cfg.retention))
+	tag, err := s.db.Exec(wctx, sql, key, token, res, ms(s.cfg.Retention))
 	if err != nil {
 		return fmt.Errorf("idempotency: store the result of %q: %w", key, err)
 	}

@@ -22,33 +22,15 @@ type DB interface {
 // safe for concurrent use.
 type Store struct {
 	db    DB
-	cfg   config
+	cfg   Config // resolved: no zero fields
 	table string // quoted
-}
-
-// New returns a Store over db. Call Migrate once to create its table.
-func New(db DB, opts ...Option) (*Store, error) {
-	if db == nil {
-		return nil, invalid("nil database")
-	}
-	cfg := defaults()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	t, _ := ident(cfg.table)
-	return &Store{db: db, cfg: cfg, table: t}, nil
 }
 
 func ident(name string) (string, error) {
 	parts := strings.Split(name, ".")
 	for _, p := range parts {
 		if p == "" || strings.ContainsRune(p, 0) {
-			return "", invalid("table name %q", name)
+			return "", invalid("Config.Table %q: each dot-separated part must be non-empty and without NUL", name)
 		}
 	}
 	return pgx.Identifier(parts).Sanitize(), nil
@@ -56,7 +38,7 @@ func ident(name string) (string, error) {
 
 // Migrate creates the table and its index if they do not exist.
 func (s *Store) Migrate(ctx context.Context) error {
-	index, _ := ident(strings.ReplaceAll(s.cfg.table, ".", "_") + "_expires")
+	index, _ := ident(strings.ReplaceAll(s.cfg.Table, ".", "_") + "_expires")
 	sql := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	key         text PRIMARY KEY,
 	state       text NOT NULL CHECK (state IN ('running', 'done')),
@@ -69,7 +51,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 );
 CREATE INDEX IF NOT EXISTS %s ON %s (expires_at)`, s.table, index, s.table)
 	if _, err := s.db.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("idempotency: migrate %s: %w", s.cfg.table, err)
+		return fmt.Errorf("idempotency: migrate %s: %w", s.cfg.Table, err)
 	}
 	return nil
 }

@@ -2,12 +2,10 @@ package memlock
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
 )
 
@@ -80,10 +78,6 @@ func (d *memDriver) ForceRelease(ctx context.Context, name string) (driver.Holde
 	}
 	d.s.fences[name]++
 	return evicted, ok, d.s.fences[name], nil
-}
-
-func invalidURL(format string, args ...any) error {
-	return fmt.Errorf("%w: memlock: "+format, append([]any{dlock.ErrInvalidArgument}, args...)...)
 }
 
 // WatchEvictions implements driver.EvictionWatcher.

@@ -2,48 +2,10 @@ package memlock
 
 import (
 	"context"
-	"fmt"
-	"net/url"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
 )
-
-// Scheme is the URL scheme memlock registers: mem://NAME.
-const Scheme = "mem"
-
-func init() { dlock.Register(Scheme, open) }
-
-// New returns a Locker on store; opts become its defaults. A nil store is
-// an invalid argument.
-func New(store *Store, opts ...dlock.Option) (*dlock.Locker, error) {
-	if store == nil {
-		return nil, fmt.Errorf("%w: memlock: nil *Store", dlock.ErrInvalidArgument)
-	}
-	return dlock.NewLocker(&memDriver{s: store}, opts...)
-}
-
-func open(_ context.Context, rawURL string) (driver.Driver, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	if len(u.Query()) > 0 {
-		keys := make([]string, 0, len(u.Query()))
-		for k := range u.Query() {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		return nil, invalidURL("unknown query key(s) %s (memlock accepts ttl, wait, owner)", strings.Join(keys, ", "))
-	}
-	if u.Path != "" && u.Path != "/" {
-		return nil, invalidURL("path %q: want mem://NAME", u.Path)
-	}
-	return &memDriver{s: Shared(u.Host)}, nil
-}
 
 // memDriver implements driver.Driver and the optional Notifier, Lister,
 // ForceReleaser and BatchRefresher on a Store.

@@ -125,3 +125,30 @@ func TestListSortedByPrefix(t *testing.T) {
 		t.Errorf("List(\"\") = %d holders, want 3", len(all))
 	}
 }
+
+// TestConfigDriver: the bare driver from Config.Driver works under a
+// Locker the caller assembles, on the Store it was given.
+func TestConfigDriver(t *testing.T) {
+	ctx := context.Background()
+	store := memlock.NewStore()
+	d, err := memlock.Config{}.Driver(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := dlock.NewLocker(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.TryAcquire(ctx, "bare"); err != nil {
+		t.Fatal(err)
+	}
+	other := newLocker(t, store)
+	defer other.Close()
+	if _, err := other.TryAcquire(ctx, "bare"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("TryAcquire on the same Store = %v, want ErrNotAcquired", err)
+	}
+	if _, err := (memlock.Config{}).Driver(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Driver(nil) = %v, want ErrInvalidArgument", err)
+	}
+}

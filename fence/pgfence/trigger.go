@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/internal/fencesql"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -58,7 +56,7 @@ func InstallTrigger(ctx context.Context, q Querier, table, fenceColumn string) e
 		return fmt.Errorf("pgfence: create guard function: %w", err)
 	}
 	sql := fmt.Sprintf(`CREATE OR REPLACE TRIGGER dlock_fence_guard BEFORE UPDATE ON %s
-		FOR EACH ROW EXECUTE FUNCTION dlock_fence_guard(%s)`, tbl, quoteLiteral(col))
+		FOR EACH ROW EXECUTE FUNCTION dlock_fence_guard(%s)`, tbl, fencesql.QuoteLiteral(col))
 	if _, err := q.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("pgfence: create trigger on %s: %w", table, err)
 	}
@@ -75,10 +73,6 @@ func RemoveTrigger(ctx context.Context, q Querier, table string) error {
 	return err
 }
 
-func quoteLiteral(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-}
-
 // MapError turns the trigger's exception into a *fence.StaleError that
 // also unwraps to the *pgconn.PgError; any other error is returned as is.
 func MapError(err error) error {
@@ -86,16 +80,5 @@ func MapError(err error) error {
 	if !errors.As(err, &pe) || pe.Code != SQLState {
 		return err
 	}
-	se := fencesql.ParseDetail(pe.Detail)
-	return &triggerError{stale: se, pg: err}
+	return fencesql.TriggerError(pe.Detail, err)
 }
-
-// triggerError is a trigger rejection: it reads as the StaleError, and
-// errors.As reaches both the *fence.StaleError and the *pgconn.PgError.
-type triggerError struct {
-	stale *fence.StaleError
-	pg    error
-}
-
-func (e *triggerError) Error() string   { return e.stale.Error() }
-func (e *triggerError) Unwrap() []error { return []error{e.stale, e.pg} }

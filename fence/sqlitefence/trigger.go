@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/internal/fencesql"
 )
 
@@ -33,14 +32,12 @@ func InstallTrigger(ctx context.Context, db DB, table, fenceColumn string) error
 	q := fmt.Sprintf(`CREATE TRIGGER IF NOT EXISTS %[1]s BEFORE UPDATE ON %[2]s FOR EACH ROW
 		WHEN OLD.%[3]s IS NOT NULL AND (NEW.%[3]s IS NULL OR NEW.%[3]s < OLD.%[3]s)
 		BEGIN SELECT RAISE(ABORT, '%[4]s offered=' || coalesce(NEW.%[3]s, 0) || ' current=' || OLD.%[3]s || ' table=' || %[5]s); END`,
-		name, tbl, col, TriggerMessage, quoteLiteral(table))
+		name, tbl, col, TriggerMessage, fencesql.QuoteLiteral(table))
 	if _, err := db.ExecContext(ctx, q); err != nil {
 		return fmt.Errorf("sqlitefence: create trigger on %s: %w", table, err)
 	}
 	return nil
 }
-
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // MapError turns the trigger's abort into a *fence.StaleError that also
 // unwraps to the driver's error; any other error is returned as is.
@@ -52,14 +49,5 @@ func MapError(err error) error {
 	if !ok {
 		return err
 	}
-	se := fencesql.ParseDetail(detail)
-	return &triggerError{stale: se, cause: err}
+	return fencesql.TriggerError(detail, err)
 }
-
-type triggerError struct {
-	stale *fence.StaleError
-	cause error
-}
-
-func (e *triggerError) Error() string   { return e.stale.Error() }
-func (e *triggerError) Unwrap() []error { return []error{e.stale, e.cause} }

@@ -119,31 +119,6 @@ func TestErrorLine(t *testing.T) {
 	}
 }
 
-func TestDemoPick(t *testing.T) {
-	o := &demoOptions{}
-	got, err := o.pick()
-	if err != nil || len(got) != len(tour) {
-		t.Fatalf("tour: %v %v", got, err)
-	}
-	o.Scenario = "nope"
-	if _, err := o.pick(); codeOf(err) != ExitUsage {
-		t.Errorf("unknown scenario: %v", err)
-	}
-	o.Scenario = "all"
-	if got, _ := o.pick(); len(got) != len(scenarios) {
-		t.Errorf("all: %d scenarios", len(got))
-	}
-}
-
-func TestOverlaps(t *testing.T) {
-	if overlaps([]interval{{started: 0, ended: 10}, {started: 10, ended: 20}}) {
-		t.Error("touching intervals overlap?")
-	}
-	if !overlaps([]interval{{started: 0, ended: 30}, {started: 10, ended: 20}, {started: 40, ended: 50}}) {
-		t.Error("nested intervals do not overlap?")
-	}
-}
-
 func TestExecuteUsageExitCodes(t *testing.T) {
 	for _, args := range [][]string{{"frobnicate"}, {"run", "--bogus", "x"}, {"inspect"}, {"ls", "a", "b"}} {
 		io, _, errb := testIO()

@@ -47,12 +47,8 @@ const (
 	maxBenchLeases       = 100_000
 )
 
-func newBenchCmd(g *globalOptions, io *IO) *cobra.Command {
-	opts := &benchOptions{}
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Measure a backend, alone or against hand-written code",
-		Long: `Run four workloads against the backend, each for --duration:
+// benchLong is the help of `dlock bench`.
+const benchLong = `Run four workloads against the backend, each for --duration:
 
   uncontended-1, -16, -64   1, 16 or 64 goroutines on one Locker, each on its
                             own lock name: TryAcquire then Release, at once
@@ -82,13 +78,26 @@ client) and the server's time per cycle where the backend exposes it
 --leases N takes N leases on one Locker, holds them for --duration (default:
 the TTL, three refresh periods) and prints the refreshes the watchdog sent,
 the calls (batches) that carried them, the round trips counted meanwhile,
-and the leases lost (must be 0).`,
-		Args: args(cobra.NoArgs),
+and the leases lost (must be 0).`
+
+func newBenchCmd(g *globalOptions, io *IO) *cobra.Command {
+	opts := &benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure a backend, alone or against hand-written code",
+		Long:  benchLong,
+		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.URL = g.URL
 			return runBench(cmd.Context(), opts, io)
 		},
 	}
+	addBenchFlags(cmd, opts)
+	return cmd
+}
+
+// addBenchFlags registers the flags of `dlock bench`.
+func addBenchFlags(cmd *cobra.Command, opts *benchOptions) {
 	f := cmd.Flags()
 	f.DurationVar(&opts.Duration, "duration", 0, "how long each workload runs, or the leases are held (100ms to 10m; default 2s, or the TTL with --leases)")
 	f.DurationVar(&opts.TTL, "ttl", 10*time.Second, "lease TTL used by the workloads")
@@ -97,7 +106,6 @@ and the leases lost (must be 0).`,
 	f.StringVar(&opts.Format, "format", "table", "with --compare: table or markdown")
 	f.StringVar(&opts.SVG, "svg", "", "with --compare: write a bar chart of dlock against the baseline to this file")
 	f.IntVar(&opts.Leases, "leases", 0, "hold this many leases on one Locker and count the refresh traffic")
-	return cmd
 }
 
 func runBench(ctx context.Context, opts *benchOptions, io *IO) error {

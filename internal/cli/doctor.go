@@ -57,28 +57,30 @@ type doctorReport struct {
 }
 
 func runDoctor(ctx context.Context, opts *doctorOptions, io *IO) error {
-	l, err := openLocker(ctx, opts.URL)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	bctx, cancel := withBackendTimeout(ctx)
-	defer cancel()
-	rep := doctorReport{URL: dlock.Redact(effectiveURL(opts.URL)), Findings: []driver.Finding{}}
-	d, ok := l.Driver().(driver.Diagnoser)
-	if !ok {
-		if err := probe(bctx, l); err != nil {
+	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
+		rep, err := diagnose(ctx, l, dlock.Redact(effectiveURL(opts.URL)))
+		if err != nil {
 			return err
 		}
 		return writeDoctor(io, opts, rep)
+	})
+}
+
+// diagnose runs the backend's checks, if it offers any, for the report on
+// url (password redacted).
+func diagnose(ctx context.Context, l *dlock.Locker, url string) (doctorReport, error) {
+	rep := doctorReport{URL: url, Findings: []driver.Finding{}}
+	d, ok := l.Driver().(driver.Diagnoser)
+	if !ok {
+		return rep, probe(ctx, l)
 	}
 	rep.Checks = true
-	fs, err := d.Diagnose(bctx)
+	fs, err := d.Diagnose(ctx)
 	if err != nil {
-		return fmt.Errorf("doctor: cannot check %s: %w", rep.URL, explainTimeout(err))
+		return rep, fmt.Errorf("doctor: cannot check %s: %w", rep.URL, err)
 	}
 	rep.Findings = append(rep.Findings, fs...)
-	return writeDoctor(io, opts, rep)
+	return rep, nil
 }
 
 // probe tells an unreachable backend (exit 1) from one that merely offers
@@ -86,7 +88,7 @@ func runDoctor(ctx context.Context, opts *doctorOptions, io *IO) error {
 func probe(ctx context.Context, l *dlock.Locker) error {
 	_, _, err := l.Inspect(ctx, "dlock-doctor-probe")
 	if err != nil && !errors.Is(err, dlock.ErrUnsupported) {
-		return fmt.Errorf("doctor: %w", explainTimeout(err))
+		return fmt.Errorf("doctor: %w", err)
 	}
 	return nil
 }

@@ -31,25 +31,24 @@ func newInspectCmd(g *globalOptions, io *IO) *cobra.Command {
 }
 
 func runInspect(ctx context.Context, opts *inspectOptions, io *IO) error {
-	l, err := openLocker(ctx, opts.URL)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	bctx, cancel := withBackendTimeout(ctx)
-	defer cancel()
-	h, ok, err := l.Inspect(bctx, opts.Name)
-	err = explainTimeout(err)
-	if err != nil {
-		return err
-	}
+	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
+		h, ok, err := l.Inspect(ctx, opts.Name)
+		if err != nil {
+			return err
+		}
+		return writeInspect(io, opts, h, ok)
+	})
+}
+
+// writeInspect prints the holder h of opts.Name, or that it is free (!ok).
+func writeInspect(io *IO, opts *inspectOptions, h dlock.Holder, ok bool) error {
 	switch {
 	case opts.JSON && !ok:
 		return writeJSON(io.Out, holderRecord{Name: opts.Name})
 	case opts.JSON:
 		return writeJSON(io.Out, recordOf(h))
 	case !ok:
-		_, err = fmt.Fprintf(io.Out, "%s is free\n", opts.Name)
+		_, err := fmt.Fprintf(io.Out, "%s is free\n", opts.Name)
 		return err
 	}
 	return writeHolderTable(io.Out, []dlock.Holder{h})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/dlockdev/dlock"
 	"github.com/spf13/cobra"
 )
 
@@ -33,18 +34,17 @@ func newLsCmd(g *globalOptions, io *IO) *cobra.Command {
 }
 
 func runLs(ctx context.Context, opts *lsOptions, io *IO) error {
-	l, err := openLocker(ctx, opts.URL)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	bctx, cancel := withBackendTimeout(ctx)
-	defer cancel()
-	hs, err := l.List(bctx, opts.Prefix)
-	err = explainTimeout(err)
-	if err != nil {
-		return err
-	}
+	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
+		hs, err := l.List(ctx, opts.Prefix)
+		if err != nil {
+			return err
+		}
+		return writeLs(io, opts, hs)
+	})
+}
+
+// writeLs prints the holders hs as a table or JSON.
+func writeLs(io *IO, opts *lsOptions, hs []dlock.Holder) error {
 	if opts.JSON {
 		recs := make([]holderRecord, len(hs))
 		for i, h := range hs {

@@ -18,16 +18,3 @@ func TestLsSaysWhenNothingIsHeld(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q; want no rows and \"no locks held\"", out.String(), errOut.String())
 	}
 }
-
-// TestDemoList: `dlock demo list` prints every scenario and succeeds.
-func TestDemoList(t *testing.T) {
-	var out bytes.Buffer
-	if err := runDemo(t.Context(), &demoOptions{Scenario: "list"}, &IO{Out: &out, Err: &out}); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range scenarios {
-		if !strings.Contains(out.String(), s.name) {
-			t.Errorf("demo list lacks %q:\n%s", s.name, out.String())
-		}
-	}
-}

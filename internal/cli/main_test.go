@@ -128,3 +128,14 @@ func assertOneLine(t testing.TB, r result, what string) {
 		}
 	}
 }
+
+// withoutEnv is env without key.
+func withoutEnv(env []string, key string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

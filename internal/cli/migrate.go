@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
 	"github.com/spf13/cobra"
 )
@@ -27,27 +28,27 @@ func newMigrateCmd(g *globalOptions, io *IO) *cobra.Command {
 }
 
 func runMigrate(ctx context.Context, opts *migrateOptions, io *IO) error {
-	l, err := openLocker(ctx, opts.URL)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
+	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
+		return migrate(ctx, l, io)
+	})
+}
+
+// migrate creates what l's schema lacks and says what it did.
+func migrate(ctx context.Context, l *dlock.Locker, io *IO) error {
 	if _, ok := l.Driver().(driver.Migrator); !ok {
-		_, err = fmt.Fprintln(io.Out, "this backend has no schema to migrate; nothing to do")
+		_, err := fmt.Fprintln(io.Out, "this backend has no schema to migrate; nothing to do")
 		return err
 	}
-	bctx, cancel := withBackendTimeout(ctx)
-	defer cancel()
 	mr, ok := l.Driver().(driver.MigrationReporter)
 	if !ok {
-		if err := explainTimeout(l.Migrate(bctx)); err != nil {
+		if err := l.Migrate(ctx); err != nil {
 			return err
 		}
-		_, err = fmt.Fprintln(io.Out, "schema is in place (created where missing)")
+		_, err := fmt.Fprintln(io.Out, "schema is in place (created where missing)")
 		return err
 	}
-	created, err := mr.MigrateReport(bctx)
-	if err := explainTimeout(err); err != nil {
+	created, err := mr.MigrateReport(ctx)
+	if err != nil {
 		return fmt.Errorf("dlock: migrate: %w", err)
 	}
 	return reportMigration(io, created)

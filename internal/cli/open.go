@@ -26,9 +26,19 @@ func openLocker(ctx context.Context, url string, opts ...dlock.Option) (*dlock.L
 	return l, explainTimeout(err)
 }
 
-// withBackendTimeout bounds one administrative call.
-func withBackendTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, backendTimeout)
+// withLocker opens the backend at url ("" means $DLOCK_URL, then the
+// embedded default), calls f with it and a context bounding the call by
+// backendTimeout, closes it, and says plainly when the backend did not
+// answer in time. It is the opening of every administrative command.
+func withLocker(ctx context.Context, url string, f func(ctx context.Context, l *dlock.Locker) error) error {
+	l, err := openLocker(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	bctx, cancel := context.WithTimeout(ctx, backendTimeout)
+	defer cancel()
+	return explainTimeout(f(bctx, l))
 }
 
 // explainTimeout says plainly that the backend did not answer in time.
@@ -53,7 +63,3 @@ func quietClients() {
 type discardLogger struct{}
 
 func (discardLogger) Printf(context.Context, string, ...any) {}
-
-// describeHolder says who holds a lock in one phrase: "OWNER, fence N, 12s
-// left" (dlock.Holder's String).
-func describeHolder(h dlock.Holder) string { return h.String() }

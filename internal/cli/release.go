@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/dlockdev/dlock"
 	"github.com/spf13/cobra"
 )
 
@@ -41,23 +42,23 @@ func runRelease(ctx context.Context, opts *releaseOptions, io *IO) error {
 	if !opts.Force {
 		return usageErr("release takes the lock from whoever holds it; say --force to mean it (dlock release --force %s)", opts.Name)
 	}
-	l, err := openLocker(ctx, opts.URL)
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	bctx, cancel := withBackendTimeout(ctx)
-	defer cancel()
-	h, ok, fence, err := l.ForceRelease(bctx, opts.Name)
-	err = explainTimeout(err)
-	if err != nil {
-		return err
-	}
+	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
+		h, ok, fence, err := l.ForceRelease(ctx, opts.Name)
+		if err != nil {
+			return err
+		}
+		return writeRelease(io, opts, h, ok, fence)
+	})
+}
+
+// writeRelease says what the release did: whom it evicted (ok) and the new
+// fence.
+func writeRelease(io *IO, opts *releaseOptions, h dlock.Holder, ok bool, fence uint64) error {
 	if !ok {
-		_, err = fmt.Fprintf(io.Out, "%s was not held; its fence is now %d\n", opts.Name, fence)
+		_, err := fmt.Fprintf(io.Out, "%s was not held; its fence is now %d\n", opts.Name, fence)
 		return err
 	}
-	_, err = fmt.Fprintf(io.Out, "released %s, held by %s (fence %d); new fence %d: writes fenced with %d or lower are now rejected by fence-checking resources\n",
+	_, err := fmt.Fprintf(io.Out, "released %s, held by %s (fence %d); new fence %d: writes fenced with %d or lower are now rejected by fence-checking resources\n",
 		opts.Name, h.Owner, h.Fence, fence, h.Fence)
 	return err
 }

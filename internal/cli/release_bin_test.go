@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/sqlitefence"
+	_ "modernc.org/sqlite" // the fence-checking resource of the test
 )
 
 // TestReleaseForceFencesTheOldHolder: an admin force-releases a held lock;
@@ -44,16 +47,12 @@ func TestReleaseForceFencesTheOldHolder(t *testing.T) {
 	}
 	newFence, _ := strconv.ParseUint(waitFile(t, dir+"/new-fence", time.Second), 10, 64)
 
-	db, err := openResource(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, registerTable := fencedRegister(t, dir)
 	ctx := context.Background()
 	if err := registerTable.Update(ctx, db, "report", newFence, sqlitefence.Values{"value": "new"}); err != nil {
 		t.Fatalf("the new holder's write (fence %d) was refused: %v", newFence, err)
 	}
-	err = registerTable.Update(ctx, db, "report", oldFence, sqlitefence.Values{"value": "stale"})
+	err := registerTable.Update(ctx, db, "report", oldFence, sqlitefence.Values{"value": "stale"})
 	if !errors.Is(err, fence.ErrStale) {
 		t.Fatalf("the evicted holder's write (fence %d) after the new holder's (%d): %v, want fence.ErrStale", oldFence, newFence, err)
 	}
@@ -70,4 +69,21 @@ func TestReleaseForceFencesTheOldHolder(t *testing.T) {
 	if code := old.ProcessState.ExitCode(); code != ExitLeaseLost {
 		t.Errorf("evicted dlock run: exit %d, want %d; stderr %s", code, ExitLeaseLost, errb.String())
 	}
+}
+
+// fencedRegister opens a SQLite register row ('report') in dir, closed at
+// the end of the test, and the fence-checking table over it.
+func fencedRegister(t *testing.T, dir string) (*sql.DB, sqlitefence.Table) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "resource.db")+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	_, err = db.Exec(`CREATE TABLE register (key TEXT PRIMARY KEY, value TEXT, fence INTEGER NOT NULL DEFAULT 0);
+		INSERT INTO register (key, value, fence) VALUES ('report', 'initial', 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, sqlitefence.Table{Name: "register", Key: "key", Fence: "fence"}
 }

@@ -87,7 +87,7 @@ Start here: dlock demo`,
 	root.AddCommand(
 		newRunCmd(g, io), newLsCmd(g, io), newInspectCmd(g, io),
 		newReleaseCmd(g, io), newMigrateCmd(g, io), newVersionCmd(io),
-		newBenchCmd(g, io), newDemoCmd(g, io), newDemoWorkerCmd(io),
+		newBenchCmd(g, io), newDemoCmd(io), newDemoWorkerCmd(io),
 		newDoctorCmd(g, io),
 	)
 	return root

@@ -29,12 +29,8 @@ type runOptions struct {
 	Owner            string
 }
 
-func newRunCmd(g *globalOptions, io *IO) *cobra.Command {
-	opts := &runOptions{}
-	cmd := &cobra.Command{
-		Use:   "run [flags] NAME -- COMMAND [ARGS...]",
-		Short: "Run a command while holding a lock",
-		Long: `Run COMMAND while holding the lock NAME, like flock(1) across machines.
+// runLong is the help of `dlock run`.
+const runLong = `Run COMMAND while holding the lock NAME, like flock(1) across machines.
 
 With --wait 0 (the default, right for a cron job duplicated on two hosts) dlock
 makes one attempt; if the lock is held elsewhere it prints one line naming the
@@ -77,19 +73,37 @@ command's exit code (128+N when killed by signal N). A command that cannot be
 found exits 127, one that cannot be executed 126, as in a shell.
 
 The command runs in a background process group, so it cannot read from the
-terminal; stdin is still passed through for pipes and files.`,
+terminal; stdin is still passed through for pipes and files.`
+
+func newRunCmd(g *globalOptions, io *IO) *cobra.Command {
+	opts := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] NAME -- COMMAND [ARGS...]",
+		Short: "Run a command while holding a lock",
+		Long:  runLong,
 		Example: `  dlock run nightly-report -- ./report.sh
   dlock run --wait 5m --ttl 1m backup -- pg_dump -f /backups/db.sql mydb`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			opts.URL = g.URL
-			opts.Name, opts.Command = a[0], a[1:]
-			if len(opts.Command) > 0 && opts.Command[0] == "--" {
-				opts.Command = opts.Command[1:]
-			}
+			opts.setArgs(g.URL, a)
 			return runRun(cmd.Context(), opts, io)
 		},
 	}
+	addRunFlags(cmd, opts)
+	return cmd
+}
+
+// setArgs takes the backend and the operands: NAME [--] COMMAND [ARGS...].
+func (o *runOptions) setArgs(url string, a []string) {
+	o.URL = url
+	o.Name, o.Command = a[0], a[1:]
+	if len(o.Command) > 0 && o.Command[0] == "--" {
+		o.Command = o.Command[1:]
+	}
+}
+
+// addRunFlags registers the flags of `dlock run`.
+func addRunFlags(cmd *cobra.Command, opts *runOptions) {
 	f := cmd.Flags()
 	f.SetInterspersed(false)
 	f.Var(waitFlag{&opts.Wait}, "wait", `how long to wait for a held lock (0: one attempt; "forever": no bound)`)
@@ -97,7 +111,6 @@ terminal; stdin is still passed through for pipes and files.`,
 	f.DurationVar(&opts.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	f.IntVar(&opts.ConflictExitCode, "conflict-exit-code", ExitHeld, "exit code when the lock is held elsewhere")
 	f.StringVar(&opts.Owner, "owner", "", `holder description others see (default "host/pid")`)
-	return cmd
 }
 
 func (o *runOptions) validate() error {
@@ -205,7 +218,7 @@ func acquireError(opts *runOptions, err, cause error) error {
 			how = fmt.Sprintf("still held after waiting %s, by", opts.Wait)
 		}
 		return exitWith(opts.ConflictExitCode, fmt.Errorf("%q is %s %s; not running the command (exit %d)",
-			opts.Name, how, describeHolder(held.Holder), opts.ConflictExitCode))
+			opts.Name, how, held.Holder.String(), opts.ConflictExitCode))
 	}
 	return err
 }

@@ -45,5 +45,5 @@ func waitingLine(ctx context.Context, l *dlock.Locker, name string) string {
 	case !ok:
 		return fmt.Sprintf("waiting for %s (just freed)", name)
 	}
-	return fmt.Sprintf("waiting for %s, held by %s", name, describeHolder(h))
+	return fmt.Sprintf("waiting for %s, held by %s", name, h.String())
 }

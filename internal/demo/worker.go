@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -14,10 +14,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// workerOptions configures one demo worker process (`dlock __demo-worker`).
-type workerOptions struct {
-	Role  string
-	URL   string
+// WorkerOptions configures one demo worker process (WorkerCommand).
+type WorkerOptions struct {
+	Role  string // a key of the roles table
 	Dir   string // the scenario's directory: resource.db, naive.db
 	Label string // A, B, ... as printed on the timeline
 	Name  string // the lock name
@@ -34,59 +33,51 @@ type workerOptions struct {
 	Since int64
 }
 
-func newDemoWorkerCmd(io *IO) *cobra.Command {
-	opts := &workerOptions{}
-	cmd := &cobra.Command{
-		Use:    "__demo-worker ROLE",
-		Short:  "internal: one process of a demo scenario",
-		Hidden: true,
-		Args:   args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, a []string) error {
-			opts.Role = a[0]
-			if opts.URL == "" {
-				opts.URL = os.Getenv(demoURLEnv)
-			}
-			return runDemoWorker(cmd.Context(), opts, io)
-		},
-	}
+// WorkerCommand is the hidden dlock command that runs one worker process:
+// `dlock __demo-worker ROLE [flags]`, with the flags of AddFlags. Run
+// starts the workers by re-executing the dlock binary with it.
+const WorkerCommand = "__demo-worker"
+
+// AddFlags registers the worker's flags, with their defaults, on the
+// command that runs the worker.
+func (o *WorkerOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&opts.Dir, "dir", "", "scenario directory")
-	f.StringVar(&opts.Label, "label", "W", "timeline label")
-	f.StringVar(&opts.Name, "name", "job", "lock name")
-	f.DurationVar(&opts.TTL, "ttl", time.Second, "lease TTL")
-	f.DurationVar(&opts.Hold, "hold", time.Second, "hold time")
-	f.DurationVar(&opts.Wait, "wait", 10*time.Second, "acquire wait")
-	f.DurationVar(&opts.Job, "job", 2*time.Second, "job length")
-	f.IntVar(&opts.N, "n", 10, "count")
-	f.IntVar(&opts.PauseAfter, "pause-after", -1, "freeze after this many items")
-	f.StringVar(&opts.Then, "then", "", "action after resuming")
-	f.Int64Var(&opts.Since, "since", 0, "reference unix ms")
-	cmd.Flags().StringVar(&opts.URL, "url", "", "backend URL (default: $"+demoURLEnv+")")
-	return cmd
+	f.StringVar(&o.Dir, "dir", "", "scenario directory")
+	f.StringVar(&o.Label, "label", "W", "timeline label")
+	f.StringVar(&o.Name, "name", "job", "lock name")
+	f.DurationVar(&o.TTL, "ttl", time.Second, "lease TTL")
+	f.DurationVar(&o.Hold, "hold", time.Second, "hold time")
+	f.DurationVar(&o.Wait, "wait", 10*time.Second, "acquire wait")
+	f.DurationVar(&o.Job, "job", 2*time.Second, "job length")
+	f.IntVar(&o.N, "n", 10, "count")
+	f.IntVar(&o.PauseAfter, "pause-after", -1, "freeze after this many items")
+	f.StringVar(&o.Then, "then", "", "action after resuming")
+	f.Int64Var(&o.Since, "since", 0, "reference unix ms")
 }
 
-// demoURLEnv passes the backend URL to demo workers through their
+// urlEnv passes the backend URL to demo workers through their
 // environment, readable only by the same user, never on their command line,
 // which every user can read (ps): the URL may carry a password.
-const demoURLEnv = "DLOCK_DEMO_WORKER_URL"
+const urlEnv = "DLOCK_DEMO_WORKER_URL"
 
 // worker is the running worker process.
 type worker struct {
-	opts   *workerOptions
+	opts   *WorkerOptions
+	url    string // the backend, from urlEnv
 	out    io.Writer
 	res    *sql.DB
 	locker *dlock.Locker
 }
 
-// workerRoles maps a role to its behaviour.
-var workerRoles = map[string]func(context.Context, *worker) error{}
-
-func runDemoWorker(ctx context.Context, opts *workerOptions, io *IO) error {
-	role, ok := workerRoles[opts.Role]
+// RunWorker runs one worker process: the role opts names, on the backend
+// whose URL the demo put in the worker's environment, printing its
+// timeline lines on out.
+func RunWorker(ctx context.Context, opts *WorkerOptions, out io.Writer) error {
+	role, ok := roles[opts.Role]
 	if !ok {
 		return usageErr("unknown demo worker role %q", opts.Role)
 	}
-	w := &worker{opts: opts, out: io.Out}
+	w := &worker{opts: opts, url: os.Getenv(urlEnv), out: out}
 	defer w.close()
 	var err error
 	if w.res, err = openResource(opts.Dir); err != nil {
@@ -111,7 +102,7 @@ func (w *worker) lock(ctx context.Context) (*dlock.Locker, error) {
 	if w.locker != nil {
 		return w.locker, nil
 	}
-	l, err := openLocker(ctx, w.opts.URL, dlock.WithOwner(w.owner()), dlock.WithTTL(w.opts.TTL))
+	l, err := openLocker(ctx, w.url, dlock.WithOwner(w.owner()), dlock.WithTTL(w.opts.TTL))
 	if err != nil {
 		return nil, err
 	}
@@ -147,4 +138,27 @@ func stopSelf() {
 	defer runtime.UnlockOSThread()
 	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
 	time.Sleep(10 * time.Millisecond)
+}
+
+// work records an interval of work under fence f lasting d.
+func (w *worker) work(ctx context.Context, f uint64, d time.Duration) error {
+	start := nowMs()
+	time.Sleep(d)
+	_, err := w.res.ExecContext(ctx, `INSERT INTO work (proc, fence, started, ended) VALUES (?, ?, ?, ?)`,
+		w.opts.Label, int64(f), start, nowMs())
+	return err
+}
+
+// sleepUntil sleeps until the unix-millisecond time ms.
+func sleepUntil(ms int64) { time.Sleep(time.Until(time.UnixMilli(ms))) }
+
+// increment is the unprotected read-modify-write the lock must guard.
+func (w *worker) increment(ctx context.Context) error {
+	var v int
+	if err := w.res.QueryRowContext(ctx, `SELECT value FROM counter WHERE id = 1`).Scan(&v); err != nil {
+		return err
+	}
+	time.Sleep(100 * time.Microsecond) // the app's work between read and write
+	_, err := w.res.ExecContext(ctx, `UPDATE counter SET value = ? WHERE id = 1`, v+1)
+	return err
 }

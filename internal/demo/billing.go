@@ -1,7 +1,8 @@
-package cli
+package demo
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,11 +13,6 @@ import (
 	"github.com/dlockdev/dlock"
 )
 
-func init() {
-	workerRoles["billing-naive"] = roleBillingNaive
-	workerRoles["billing-fixed"] = roleBillingFixed
-}
-
 // The billing scenario's sizes: subscriptions, the period being charged,
 // how many subscriptions host A charges before its pause.
 const (
@@ -26,10 +22,10 @@ const (
 	billingStep       = 20 * time.Millisecond // one charge's latency
 )
 
-// demoBilling: the seed's exercise 9. Host A starts the nightly charge,
+// runBilling: the seed's exercise 9. Host A starts the nightly charge,
 // pauses past the lock's TTL, host B runs the charge too, A resumes. The
 // naive cron double-charges; the layered fix charges each subscription once.
-func demoBilling(ctx context.Context, e *demoEnv) (string, bool, error) {
+func runBilling(ctx context.Context, e *env) (string, bool, error) {
 	naive, err := e.billingRun(ctx, "naive", "billing-naive")
 	if err != nil {
 		return "", false, err
@@ -46,45 +42,13 @@ func demoBilling(ctx context.Context, e *demoEnv) (string, bool, error) {
 type billingTally struct{ charges, doubled int }
 
 // billingRun runs hosts A (pausing) and B with role, in its own resource.
-func (e *demoEnv) billingRun(ctx context.Context, sub, role string) (billingTally, error) {
-	db, err := e.resource(sub)
+func (e *env) billingRun(ctx context.Context, sub, role string) (billingTally, error) {
+	db, err := e.billingResource(ctx, sub)
 	if err != nil {
 		return billingTally{}, err
-	}
-	for i := 1; i <= billingSubs; i++ {
-		if _, err := db.ExecContext(ctx, `INSERT INTO subscriptions (id) VALUES (?)`, i); err != nil {
-			return billingTally{}, err
-		}
 	}
 	e.say("--", "%s: nightly charge of %d subscriptions on two hosts", sub, billingSubs)
-	name := e.lockName("billing-" + sub)
-	common := []string{"--name", name, "--n", strconv.Itoa(billingSubs)}
-	a, err := e.spawn(sub, "A", role, append(common, "--pause-after", strconv.Itoa(billingPauseAfter))...)
-	if err != nil {
-		return billingTally{}, err
-	}
-	lease := name
-	if sub == "naive" {
-		lease = "" // the naive lock's emulated TTL
-	}
-	if err := e.waitExpiry(ctx, a, lease); err != nil {
-		return billingTally{}, err
-	}
-	if sub == "naive" {
-		if err := e.waitNaiveGone(ctx, sub, name); err != nil {
-			return billingTally{}, err
-		}
-	}
-	b, err := e.spawn(sub, "B", role, common...)
-	if err != nil {
-		return billingTally{}, err
-	}
-	if err := e.waitAll(ctx, []*proc{b}, time.Minute); err != nil {
-		return billingTally{}, err
-	}
-	e.say("--", "SIGCONT A")
-	a.signal(syscall.SIGCONT)
-	if err := e.waitAll(ctx, []*proc{a}, time.Minute); err != nil {
+	if err := e.billingHosts(ctx, sub, role); err != nil {
 		return billingTally{}, err
 	}
 	var t billingTally
@@ -93,10 +57,60 @@ func (e *demoEnv) billingRun(ctx context.Context, sub, role string) (billingTall
 	return t, err
 }
 
+// billingResource opens the run's resource with its subscriptions.
+func (e *env) billingResource(ctx context.Context, sub string) (*sql.DB, error) {
+	db, err := e.resource(sub)
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i <= billingSubs; i++ {
+		if _, err := db.ExecContext(ctx, `INSERT INTO subscriptions (id) VALUES (?)`, i); err != nil {
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// billingHosts: A charges and freezes; once its lock has expired B runs
+// the whole charge; then A resumes where it stopped.
+func (e *env) billingHosts(ctx context.Context, sub, role string) error {
+	name := e.lockName("billing-" + sub)
+	common := []string{"--name", name, "--n", strconv.Itoa(billingSubs)}
+	a, err := e.spawn(sub, "A", role, append(common, "--pause-after", strconv.Itoa(billingPauseAfter))...)
+	if err != nil {
+		return err
+	}
+	if err := e.billingExpiry(ctx, a, sub, name); err != nil {
+		return err
+	}
+	b, err := e.spawn(sub, "B", role, common...)
+	if err != nil {
+		return err
+	}
+	if err := e.waitAll(ctx, []*proc{b}, time.Minute); err != nil {
+		return err
+	}
+	e.say("--", "SIGCONT A")
+	a.signal(syscall.SIGCONT)
+	return e.waitAll(ctx, []*proc{a}, time.Minute)
+}
+
+// billingExpiry waits until the frozen host a's lock name has expired: the
+// dlock lease, or the naive lock's key (its emulated TTL).
+func (e *env) billingExpiry(ctx context.Context, a *proc, sub, name string) error {
+	if sub != "naive" {
+		return e.waitExpiry(ctx, a, name)
+	}
+	if err := e.waitExpiry(ctx, a, ""); err != nil {
+		return err
+	}
+	return e.waitNaiveGone(ctx, sub, name)
+}
+
 // roleBillingNaive is the team's cron: SET lock 1 EX ttl (skip if held),
 // charge every active subscription, DEL lock.
 func roleBillingNaive(ctx context.Context, w *worker) error {
-	n, err := openNaive(ctx, w.opts.URL, w.opts.Dir)
+	n, err := openNaive(ctx, w.url, w.opts.Dir)
 	if err != nil {
 		return err
 	}
@@ -198,7 +212,7 @@ func (w *worker) chargeOnce(ctx context.Context, id int, f uint64) (bool, error)
 
 // waitNaiveGone waits until the naive lock key has expired on the backend
 // (etcd expires leases a little late), so that host B's cron finds it free.
-func (e *demoEnv) waitNaiveGone(ctx context.Context, sub, key string) error {
+func (e *env) waitNaiveGone(ctx context.Context, sub, key string) error {
 	n, err := openNaive(ctx, e.url, filepath.Join(e.dir, sub))
 	if err != nil {
 		return err

@@ -1,7 +1,8 @@
-package cli
+package demo
 
 import (
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,8 @@ import (
 // which may hold a password, through its environment, never its argv
 // (readable by every user with ps).
 func TestDemoWorkerURLNotOnCommandLine(t *testing.T) {
-	e := &demoEnv{opts: &demoOptions{}, io: &IO{Out: io.Discard, Err: io.Discard}, exe: "/bin/true",
+	t.Setenv("DLOCK_URL", "redis://:other@127.0.0.1:2/0")
+	e := &env{opts: &Options{}, out: io.Discard, errOut: io.Discard, exe: "/bin/true",
 		url: "redis://:s3cret@127.0.0.1:1/0", dir: t.TempDir()}
 	p, err := e.spawn("w", "A", "noop")
 	if err != nil {
@@ -21,7 +23,10 @@ func TestDemoWorkerURLNotOnCommandLine(t *testing.T) {
 	if strings.Contains(strings.Join(p.cmd.Args, " "), "s3cret") {
 		t.Errorf("worker argv carries the password: %q", p.cmd.Args)
 	}
-	if !slices.Contains(p.cmd.Env, demoURLEnv+"="+e.url) {
-		t.Errorf("worker environment lacks %s", demoURLEnv)
+	if !slices.Contains(p.cmd.Env, urlEnv+"="+e.url) {
+		t.Errorf("worker environment lacks %s", urlEnv)
+	}
+	if slices.Contains(p.cmd.Env, "DLOCK_URL="+os.Getenv("DLOCK_URL")) {
+		t.Errorf("worker environment carries the caller's DLOCK_URL")
 	}
 }

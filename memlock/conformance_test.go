@@ -9,8 +9,6 @@ import (
 	"github.com/dlockdev/dlock/memlock"
 )
 
-func TestMain(m *testing.M) { dlocktest.Main(m) }
-
 func newLocker(t testing.TB, s *memlock.Store) *dlock.Locker {
 	t.Helper()
 	l, err := memlock.New(s)

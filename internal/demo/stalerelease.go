@@ -1,22 +1,20 @@
-package cli
+package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dlockdev/dlock"
 )
 
-func init() {
-	workerRoles["naive-stale"] = roleNaiveStale
-	workerRoles["naive-holder"] = roleNaiveHolder
-}
-
-// demoStaleRelease: A's naive lock expires while A is frozen, B takes it,
+// runStaleRelease: A's naive lock expires while A is frozen, B takes it,
 // A wakes and DELs it: B's lock is gone and C gets in. With dlock, A's
 // token-checked release is a no-op and B keeps the lock.
-func demoStaleRelease(ctx context.Context, e *demoEnv) (string, bool, error) {
+func runStaleRelease(ctx context.Context, e *env) (string, bool, error) {
 	if _, err := e.resource(""); err != nil {
 		return "", false, err
 	}
@@ -45,7 +43,7 @@ func demoStaleRelease(ctx context.Context, e *demoEnv) (string, bool, error) {
 	return v, intruders == 1 && refused == 1 && strings.Contains(keptBy, "demo B2"), nil
 }
 
-func (e *demoEnv) naiveStaleRelease(ctx context.Context, naive naiveStore, key string) error {
+func (e *env) naiveStaleRelease(ctx context.Context, naive naiveStore, key string) error {
 	a, err := e.spawn("", "A", "naive-stale", "--name", key)
 	if err != nil {
 		return err
@@ -84,7 +82,7 @@ func naiveValue(v string, ok bool) string {
 
 // tokenStaleRelease replays the story with dlock leases and returns the
 // owner holding the lock after A2's release attempt.
-func (e *demoEnv) tokenStaleRelease(ctx context.Context, name string) (string, error) {
+func (e *env) tokenStaleRelease(ctx context.Context, name string) (string, error) {
 	e.say("--", "the same story with dlock's token-checked release")
 	a, err := e.spawn("", "A2", "pause-holder", "--name", name, "--then", "release")
 	if err != nil {
@@ -115,7 +113,7 @@ func (e *demoEnv) tokenStaleRelease(ctx context.Context, name string) (string, e
 }
 
 func roleNaiveStale(ctx context.Context, w *worker) error {
-	n, err := openNaive(ctx, w.opts.URL, w.opts.Dir)
+	n, err := openNaive(ctx, w.url, w.opts.Dir)
 	if err != nil {
 		return err
 	}
@@ -136,7 +134,7 @@ func roleNaiveStale(ctx context.Context, w *worker) error {
 // roleNaiveHolder takes the naive lock with a long TTL, works, then checks
 // whether it still has it.
 func roleNaiveHolder(ctx context.Context, w *worker) error {
-	n, err := openNaive(ctx, w.opts.URL, w.opts.Dir)
+	n, err := openNaive(ctx, w.url, w.opts.Dir)
 	if err != nil {
 		return err
 	}
@@ -165,4 +163,18 @@ func roleNaiveHolder(ctx context.Context, w *worker) error {
 	}
 	w.say("done; my lock is still mine")
 	return n.Del(ctx, w.opts.Name)
+}
+
+// tokenRelease releases with dlock's token check.
+func (w *worker) tokenRelease(lease *dlock.Lease) error {
+	err := lease.Release(context.Background())
+	if errors.Is(err, dlock.ErrLost) {
+		w.say("token-checked release is a no-op: %v", errorLine(err))
+		return record(context.Background(), w.res, w.opts.Label, "release-refused", nowMs())
+	}
+	if err != nil {
+		return err
+	}
+	w.say("released (my token still held the lock)")
+	return nil
 }

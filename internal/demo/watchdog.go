@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -9,15 +9,10 @@ import (
 	"github.com/dlockdev/dlock"
 )
 
-func init() {
-	workerRoles["watchdog-job"] = roleWatchdogJob
-	workerRoles["watchdog-probe"] = roleWatchdogProbe
-}
-
-// demoWatchdog: a job longer than its lease keeps the lock thanks to the
+// runWatchdog: a job longer than its lease keeps the lock thanks to the
 // watchdog, while another process probes in vain; then a killed holder's
 // lock is free again within about the TTL.
-func demoWatchdog(ctx context.Context, e *demoEnv) (string, bool, error) {
+func runWatchdog(ctx context.Context, e *env) (string, bool, error) {
 	if _, err := e.resource(""); err != nil {
 		return "", false, err
 	}

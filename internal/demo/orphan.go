@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -8,16 +8,9 @@ import (
 	"time"
 )
 
-func init() {
-	workerRoles["naive-hold"] = roleNaiveHold
-	workerRoles["naive-try"] = roleNaiveTry
-	workerRoles["lease-hold"] = roleLeaseHold
-	workerRoles["lease-wait"] = roleLeaseWait
-}
-
-// demoOrphan: a naive lock without TTL stays held forever after its holder
+// runOrphan: a naive lock without TTL stays held forever after its holder
 // crashes; a dlock lease is free again within its TTL.
-func demoOrphan(ctx context.Context, e *demoEnv) (string, bool, error) {
+func runOrphan(ctx context.Context, e *env) (string, bool, error) {
 	if _, err := e.resource(""); err != nil {
 		return "", false, err
 	}
@@ -51,7 +44,7 @@ func demoOrphan(ctx context.Context, e *demoEnv) (string, bool, error) {
 
 // naiveCrash: A takes the naive lock and is killed; B tries for giveUp.
 // It reports whether B never got the lock.
-func (e *demoEnv) naiveCrash(ctx context.Context, key string, giveUp time.Duration) (bool, error) {
+func (e *env) naiveCrash(ctx context.Context, key string, giveUp time.Duration) (bool, error) {
 	a, err := e.spawn("", "A", "naive-hold", "--name", key)
 	if err != nil {
 		return false, err
@@ -73,7 +66,7 @@ func (e *demoEnv) naiveCrash(ctx context.Context, key string, giveUp time.Durati
 
 // leaseCrash: C takes a dlock lease and is killed; D waits for it. It
 // returns how long after the kill D got the lock.
-func (e *demoEnv) leaseCrash(ctx context.Context, name string, ttl time.Duration) (time.Duration, error) {
+func (e *env) leaseCrash(ctx context.Context, name string, ttl time.Duration) (time.Duration, error) {
 	c, err := e.spawn("", "C", "lease-hold", "--name", name, "--ttl", ttl.String())
 	if err != nil {
 		return 0, err
@@ -100,7 +93,7 @@ func (e *demoEnv) leaseCrash(ctx context.Context, name string, ttl time.Duration
 }
 
 func roleNaiveHold(ctx context.Context, w *worker) error {
-	n, err := openNaive(ctx, w.opts.URL, w.opts.Dir)
+	n, err := openNaive(ctx, w.url, w.opts.Dir)
 	if err != nil {
 		return err
 	}
@@ -116,7 +109,7 @@ func roleNaiveHold(ctx context.Context, w *worker) error {
 
 // roleNaiveTry tries the naive lock every 100 ms for opts.Job.
 func roleNaiveTry(ctx context.Context, w *worker) error {
-	n, err := openNaive(ctx, w.opts.URL, w.opts.Dir)
+	n, err := openNaive(ctx, w.url, w.opts.Dir)
 	if err != nil {
 		return err
 	}

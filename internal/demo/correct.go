@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -9,14 +9,9 @@ import (
 	"github.com/dlockdev/dlock"
 )
 
-func init() {
-	workerRoles["job"] = roleJob
-	workerRoles["scheduler"] = roleScheduler
-}
-
-// demoCorrect: two processes each take the same lock (waiting) and work
+// runCorrect: two processes each take the same lock (waiting) and work
 // for a while; the work intervals never overlap.
-func demoCorrect(ctx context.Context, e *demoEnv) (string, bool, error) {
+func runCorrect(ctx context.Context, e *env) (string, bool, error) {
 	if _, err := e.resource(""); err != nil {
 		return "", false, err
 	}
@@ -42,42 +37,6 @@ func demoCorrect(ctx context.Context, e *demoEnv) (string, bool, error) {
 	gap := ivs[1].started - ivs[0].ended
 	return fmt.Sprintf("no overlap: %s worked (fence %d), then %s (fence %d) %d ms after %s released",
 		ivs[0].proc, ivs[0].fence, ivs[1].proc, ivs[1].fence, gap, ivs[0].proc), true, nil
-}
-
-// spawnAll starts one worker per label with the same role and arguments.
-func (e *demoEnv) spawnAll(ctx context.Context, labels []string, role string, extra ...string) ([]*proc, error) {
-	var ps []*proc
-	for _, l := range labels {
-		p, err := e.spawn("", l, role, extra...)
-		if err != nil {
-			return nil, err
-		}
-		ps = append(ps, p)
-	}
-	return ps, nil
-}
-
-// waitAll waits for every worker and fails if one did not exit 0.
-func (e *demoEnv) waitAll(ctx context.Context, ps []*proc, timeout time.Duration) error {
-	for _, p := range ps {
-		code, err := p.wait(ctx, timeout)
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			return fmt.Errorf("worker %s exited with status %d", p.label, code)
-		}
-	}
-	return nil
-}
-
-// work records an interval of work under fence f lasting d.
-func (w *worker) work(ctx context.Context, f uint64, d time.Duration) error {
-	start := nowMs()
-	time.Sleep(d)
-	_, err := w.res.ExecContext(ctx, `INSERT INTO work (proc, fence, started, ended) VALUES (?, ?, ?, ?)`,
-		w.opts.Label, int64(f), start, nowMs())
-	return err
 }
 
 func roleJob(ctx context.Context, w *worker) error {

@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -8,21 +8,16 @@ import (
 	"time"
 )
 
-func init() {
-	workerRoles["counter-local"] = roleCounterLocal
-	workerRoles["counter-dlock"] = roleCounterDlock
-}
-
 // Increments per process in the local-lock scenario.
 const (
 	localIncrements = 300
 	dlockIncrements = 60
 )
 
-// demoLocalLock: two processes increment one counter with a read-modify-
+// runLocalLock: two processes increment one counter with a read-modify-
 // write, each guarded by its own in-process mutex (lost updates), then by
 // dlock (none lost).
-func demoLocalLock(ctx context.Context, e *demoEnv) (string, bool, error) {
+func runLocalLock(ctx context.Context, e *env) (string, bool, error) {
 	db, err := e.resource("")
 	if err != nil {
 		return "", false, err
@@ -46,7 +41,7 @@ func demoLocalLock(ctx context.Context, e *demoEnv) (string, bool, error) {
 
 // countTogether runs two counter workers from the same instant and returns
 // the counter's final value.
-func (e *demoEnv) countTogether(ctx context.Context, role string, n int, a, b string) (int, error) {
+func (e *env) countTogether(ctx context.Context, role string, n int, a, b string) (int, error) {
 	startAt := strconv.FormatInt(time.Now().Add(500*time.Millisecond).UnixMilli(), 10)
 	var ps []*proc
 	for _, label := range []string{a, b} {
@@ -65,20 +60,6 @@ func (e *demoEnv) countTogether(ctx context.Context, role string, n int, a, b st
 	var v int
 	err := e.res.QueryRowContext(ctx, `SELECT value FROM counter WHERE id = 1`).Scan(&v)
 	return v, err
-}
-
-// sleepUntil sleeps until the unix-millisecond time ms.
-func sleepUntil(ms int64) { time.Sleep(time.Until(time.UnixMilli(ms))) }
-
-// increment is the unprotected read-modify-write the lock must guard.
-func (w *worker) increment(ctx context.Context) error {
-	var v int
-	if err := w.res.QueryRowContext(ctx, `SELECT value FROM counter WHERE id = 1`).Scan(&v); err != nil {
-		return err
-	}
-	time.Sleep(100 * time.Microsecond) // the app's work between read and write
-	_, err := w.res.ExecContext(ctx, `UPDATE counter SET value = ? WHERE id = 1`, v+1)
-	return err
 }
 
 func roleCounterLocal(ctx context.Context, w *worker) error {

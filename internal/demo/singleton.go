@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// demoSingleton: two schedulers fire the same nightly job at the same
+// runSingleton: two schedulers fire the same nightly job at the same
 // instant; exactly one runs it. On Postgres it uses advisory locks.
-func demoSingleton(ctx context.Context, e *demoEnv) (string, bool, error) {
+func runSingleton(ctx context.Context, e *env) (string, bool, error) {
 	if _, err := e.resource(""); err != nil {
 		return "", false, err
 	}
@@ -66,7 +66,5 @@ func migrateURL(ctx context.Context, url string) error {
 		return err
 	}
 	defer l.Close()
-	mctx, cancel := withBackendTimeout(ctx)
-	defer cancel()
-	return explainTimeout(l.Migrate(mctx))
+	return migrate(ctx, l)
 }

@@ -1,0 +1,57 @@
+package etcdlock_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/dlocktest"
+	"github.com/dlockdev/dlock/etcdlock"
+	"github.com/dlockdev/dlock/internal/testserver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func TestConformance(t *testing.T) {
+	srv := testserver.Etcd(t)
+	admin := client(t, srv.Endpoint)
+	dlocktest.Run(t, dlocktest.Harness{
+		New:          func(t testing.TB) *dlock.Locker { return locker(t, srv.Endpoint) },
+		URL:          srv.URL(),
+		TTL:          etcdlock.MinTTL,
+		Expire:       func(t testing.TB, name string) { expire(t, admin, name) },
+		Steal:        func(t testing.TB, name string) { steal(t, admin, name) },
+		NewStoppable: newStoppable,
+	})
+}
+
+func newStoppable(t testing.TB) (*dlock.Locker, func()) {
+	srv := testserver.Etcd(t)
+	return locker(t, srv.Endpoint), srv.Stop
+}
+
+// expire deletes the holder's key, as the driver does when a lock's own
+// TTL has run out under a lease other locks still keep alive. (Revoking
+// the shared lease ends every lock under it: TestSessionEnded.)
+func expire(t testing.TB, cli *clientv3.Client, name string) {
+	t.Helper()
+	key, _ := head(t, cli, name)
+	if _, err := cli.Delete(context.Background(), key); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+}
+
+// steal deletes the holder's key and puts a foreign contender in its place.
+func steal(t testing.TB, cli *clientv3.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	key, _ := head(t, cli, name)
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatalf("grant: %v", err)
+	}
+	foreign := etcdlock.DefaultPrefix + url.PathEscape(name) + "/0000000000000000000000000000f0e1"
+	if _, err := cli.Txn(ctx).Then(clientv3.OpDelete(key), clientv3.OpPut(foreign, "thief", clientv3.WithLease(lease.ID))).Commit(); err != nil {
+		t.Fatalf("steal: %v", err)
+	}
+}
