@@ -41,7 +41,7 @@ func fixed(ctx context.Context, db *pgxpool.Pool, o options, out io.Writer) erro
 	}
 	defer lease.Release(context.Background()) // token-checked: never frees another host's lock
 	fmt.Fprintf(out, "host %s: acquired billing, fence %d\n", o.host, lease.Fence())
-	store, err := idempotency.New(db, idempotency.WithOwner("billing host "+o.host))
+	store, err := idempotency.Config{Owner: "billing host " + o.host}.Store(db)
 	if err != nil {
 		return err
 	}

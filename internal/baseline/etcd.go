@@ -59,7 +59,7 @@ func (t *Target) etcdSides(ctx context.Context, mk func(*Counter) (*clientv3.Cli
 		return err
 	}
 	t.NewLocker = func(o ...dlock.Option) (*dlock.Locker, error) {
-		return etcdlock.NewWithConfig(dc, lcfg, append(opts, o...)...)
+		return lcfg.Locker(dc, append(opts, o...)...)
 	}
 	if t.Dlock, err = t.dlockSide(func() (*dlock.Locker, error) { return t.NewLocker() }, drt); err != nil {
 		return err
