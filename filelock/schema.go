@@ -40,12 +40,30 @@ var schema = []string{
 const newFence = `(SELECT fence + 1 FROM dlock_fence_floor WHERE id = 1)`
 
 // migrate creates the schema; it is idempotent and safe to run from many
-// processes at once (each statement waits for the write lock).
-func migrate(ctx context.Context, db *sql.DB) error {
+// processes at once. The statements run in one BEGIN IMMEDIATE
+// transaction: it waits (busy timeout) for the write lock up front. Run
+// one by one, the INSERT would read a snapshot and then upgrade to a
+// write, which in WAL mode fails at once with SQLITE_BUSY when another
+// process wrote in between (the busy handler is not called for that).
+func migrate(ctx context.Context, db *sql.DB) (err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+	}()
 	for _, stmt := range schema {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
 	}
-	return nil
+	_, err = conn.ExecContext(ctx, "COMMIT")
+	return err
 }
