@@ -80,15 +80,10 @@ func newLease(l leaseHost, req driver.Request, g driver.Grant, sent time.Time, a
 	return &Lease{
 		host: l, name: req.Name, token: req.Token, owner: req.Owner,
 		fence: g.Fence, auto: auto, ttl: ttl,
-		expires: sent.Add(ttl - drift(ttl)),
+		expires: sent.Add(ttl - driver.ClockDrift(ttl)),
 		done:    make(chan struct{}),
 	}
 }
-
-// drift is the margin subtracted from every local expiry for clock-rate
-// differences between this host and the backend: 1% of the TTL plus 2 ms,
-// the Redlock paper's rule.
-func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
 // Name returns the lock's name.
 func (ls *Lease) Name() string { return ls.name }
@@ -174,7 +169,7 @@ func (ls *Lease) refreshed(sent time.Time, ttl time.Duration, err error) error {
 	case err == nil:
 		ls.mu.Lock()
 		if ls.err == nil {
-			ls.ttl, ls.expires = ttl, sent.Add(ttl-drift(ttl))
+			ls.ttl, ls.expires = ttl, sent.Add(ttl-driver.ClockDrift(ttl))
 		}
 		ls.mu.Unlock()
 		ls.host.leaseRefreshed(ls)

@@ -88,7 +88,7 @@ func scheduleFor(ls *Lease) *schedule {
 	defer ls.mu.Unlock()
 	s := &schedule{ttl: ls.ttl, lossAt: ls.expires}
 	if ls.auto {
-		granted := ls.expires.Add(-(ls.ttl - drift(ls.ttl)))
+		granted := ls.expires.Add(-(ls.ttl - driver.ClockDrift(ls.ttl)))
 		s.refreshAt = granted.Add(ls.ttl / 3)
 		s.lossAt = ls.expires.Add(-ls.ttl / 3)
 	}

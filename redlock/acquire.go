@@ -91,10 +91,6 @@ func (d *redlock) TryAcquire(ctx context.Context, req driver.Request) (driver.Gr
 	return g, err
 }
 
-// drift is the clock-drift margin of a TTL: 1% plus 2 ms (the Redlock
-// paper's rule, the same as the portable layer's).
-func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
-
 // errNodeTimeout stands for a node that did not answer in time.
 var errNodeTimeout = errors.New("no answer within the node timeout")
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/redis/go-redis/v9"
 )
@@ -93,7 +94,7 @@ func baselineCycle(cs []redis.UniversalClient) benchwork.Cycle {
 			ok, err := c.SetNX(ctx, key, tok, 10*time.Second).Result()
 			return err == nil && ok
 		})
-		if n < len(cs)/2+1 || time.Since(start) > 10*time.Second-drift(10*time.Second) {
+		if n < len(cs)/2+1 || time.Since(start) > 10*time.Second-driver.ClockDrift(10*time.Second) {
 			each(ctx, del)
 			return fmt.Errorf("baseline: %d of %d nodes granted", n, len(cs))
 		}

@@ -14,7 +14,7 @@ import (
 // validity window: an answer that comes later could not be used.
 func (a *attempt) decide(ctx context.Context, start time.Time) (driver.Grant, error) {
 	ttl := a.req.TTL
-	end := start.Add(ttl - drift(ttl))
+	end := start.Add(ttl - driver.ClockDrift(ttl))
 	// Each request is bounded by the node timeout from when it is sent;
 	// the attempt waits up to twice that (three times in gate mode: the
 	// gate, then the others), so that a busy scheduler starting the
@@ -38,7 +38,7 @@ func (a *attempt) decide(ctx context.Context, start time.Time) (driver.Grant, er
 			return driver.Grant{}, err
 		}
 	}
-	validity := ttl - time.Since(start) - drift(ttl)
+	validity := ttl - time.Since(start) - driver.ClockDrift(ttl)
 	if validity <= 0 {
 		return driver.Grant{}, fmt.Errorf("redlock: a majority granted only after %s, leaving no validity of the %s TTL", time.Since(start).Round(time.Millisecond), ttl)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/dlockdev/dlock/driver"
 )
 
 // releaseTimeout bounds a release on each node. It is longer than the
@@ -25,7 +27,7 @@ func (d *redlock) Refresh(ctx context.Context, name, token string, ttl time.Dura
 	if err := t.outcome("refresh", len(d.nodes), d.quorum); err != nil {
 		return err
 	}
-	if took := time.Since(start); took >= ttl-drift(ttl) {
+	if took := time.Since(start); took >= ttl-driver.ClockDrift(ttl) {
 		return fmt.Errorf("redlock: refresh confirmed after %s, past its %s TTL", took.Round(time.Millisecond), ttl)
 	}
 	return nil
