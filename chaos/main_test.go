@@ -81,8 +81,6 @@ var knownBugs = map[string]string{
 	"S8|postgres (advisory)":    "lock not free at the first TryAcquire after the release (2 of 20): a canceled waiter blocked in pg_advisory_lock can be granted before its cancel lands",
 	"S8|redis":                  "lock not free at the first TryAcquire after the release: the release hands it to a canceled waiter whose dequeue still runs in the background (free ~17 ms later)",
 	"S6|postgres (advisory)":    "issue 10 §4: after a short crash the next holder is granted before the old one is told",
-	"S9|postgres (lease)":       "10,000 leases at TTL 2s: 2,000 lost",
-	"S9|etcd":                   "10,000 leases at TTL 2s: 9,996 lost",
 }
 
 func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }

@@ -3,9 +3,11 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,12 +75,7 @@ func s9Case(t *testing.T, b backend, traffic func(t *testing.T) (float64, string
 	before, unit := traffic(t)
 	time.Sleep(hold)
 	after, _ := traffic(t)
-	lost := 0
-	for _, ls := range leases {
-		if ls.Err() != nil {
-			lost++
-		}
-	}
+	lost, why := lostReasons(leases)
 	start = time.Now()
 	if err := l.Close(); err != nil {
 		t.Errorf("Close: %v", err)
@@ -86,9 +83,42 @@ func s9Case(t *testing.T, b backend, traffic func(t *testing.T) (float64, string
 	row.Timings = []time.Duration{time.Since(start)}
 	row.Violations = lost
 	rate := (after - before) / hold.Seconds()
-	row.Note = fmt.Sprintf("TTL %s; acquire all %s; refresh traffic %.0f %s/s = %.3f per lease per second (one refresh per lease per TTL/3 would be %.3f)",
-		ttl, acquired.Round(time.Millisecond), rate, unit, rate/float64(n), 3/ttl.Seconds())
+	row.Note = fmt.Sprintf("%sTTL %s; acquire all %s; refresh traffic %.0f %s/s = %.3f per lease per second (one refresh per lease per TTL/3 would be %.3f)",
+		why, ttl, acquired.Round(time.Millisecond), rate, unit, rate/float64(n), 3/ttl.Seconds())
 	report(t, row)
+}
+
+// lostReasons counts the leases that ended and says why, e.g.
+// "lost: 12 expired, 3 no refresh confirmed in time (first: ...); ".
+func lostReasons(leases []*dlock.Lease) (int, string) {
+	counts := map[string]int{}
+	var first error
+	lost := 0
+	for _, ls := range leases {
+		err := ls.Err()
+		if err == nil {
+			continue
+		}
+		lost++
+		if first == nil {
+			first = err
+		}
+		reason := err.Error()
+		var le *dlock.LostError
+		if errors.As(err, &le) {
+			reason = le.Reason
+		}
+		counts[reason]++
+	}
+	if lost == 0 {
+		return 0, ""
+	}
+	var parts []string
+	for r, c := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", c, r))
+	}
+	sort.Strings(parts)
+	return lost, fmt.Sprintf("lost: %s (first: %v); ", strings.Join(parts, ", "), first)
 }
 
 // acquireMany takes n distinct names on l, 64 at a time.

@@ -12,7 +12,9 @@ import (
 // RefreshBatch extends many leases in one statement (driver.BatchRefresher).
 func (d *leases) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
 	names, tokens, micros := batchArgs(items)
-	rows, err := d.pool.Query(ctx, d.refreshBatch, names, tokens, micros)
+	// QueryExecModeExec: planned for these arrays at every call (see
+	// batchExec).
+	rows, err := d.pool.Query(ctx, d.refreshBatch, batchExec, names, tokens, micros)
 	if err != nil {
 		return nil, d.classify(err)
 	}
@@ -38,6 +40,14 @@ func (d *leases) RefreshBatch(ctx context.Context, items []driver.RefreshItem) (
 	}
 	return results, err
 }
+
+// batchExec is how the batch statements are sent: as an unnamed
+// statement, planned for each call's arrays. As a cached prepared
+// statement, Postgres switches to a generic plan after five calls, which
+// does not know the arrays' length: a 1,000-lease refresh then took 6–10
+// times longer (≈ 200 ms instead of 22 ms), and 10,000 leases at TTL 2 s
+// were lost for want of refreshes. Planning costs ≈ 0.2 ms a batch.
+const batchExec = pgx.QueryExecModeExec
 
 // batchArgs turns items into the statement's three parallel arrays.
 func batchArgs(items []driver.RefreshItem) (names, tokens []string, micros []int64) {
@@ -113,7 +123,7 @@ func (d *leases) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) (
 	for i, it := range items {
 		names[i], tokens[i] = it.Name, it.Token
 	}
-	rows, err := d.pool.Query(ctx, d.releaseBatch, names, tokens, d.channel)
+	rows, err := d.pool.Query(ctx, d.releaseBatch, batchExec, names, tokens, d.channel)
 	if err != nil {
 		return nil, d.classify(err)
 	}
