@@ -224,7 +224,7 @@ func (d *redlock) tooFew(errs []error) (answered int, few bool) {
 // with step 1's majority: newFence is above it. Any grant after needs a
 // majority, which shares a node with step 2's majority, where phase 1
 // increments a counter of at least newFence: the next fence is above
-// newFence. With fencing off (WithFencing(false)) only step 1 runs and
+// newFence. With fencing off (Config.NoFencing) only step 1 runs and
 // newFence is 0.
 func (d *redlock) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
 	votes, top, err := d.forceAll(ctx, name)

@@ -60,12 +60,12 @@ func (ns *nodes) clients(t testing.TB) []redis.UniversalClient {
 	return cs
 }
 
-// locker returns a Locker over the set with its own clients; it is closed
-// before the clients when t ends.
-func (ns *nodes) locker(t testing.TB, opts ...Option) *dlock.Locker {
+// locker returns a Locker configured by cfg over the set with its own
+// clients; it is closed before the clients when t ends.
+func (ns *nodes) locker(t testing.TB, cfg Config, opts ...dlock.Option) *dlock.Locker {
 	t.Helper()
 	cs := ns.clients(t)
-	l, err := New(cs, opts...)
+	l, err := cfg.Locker(cs, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
