@@ -27,7 +27,10 @@
 // holder only when the nodes that named one are enough, alone, to make a
 // majority impossible (more than N − quorum of them; or, in gate mode, the
 // gate named one and nobody else was asked); otherwise it returns the
-// nodes' errors, marked driver.Permanent when permanent errors (NOAUTH,
+// nodes' errors on one line, separated by "; ", each naming its node and
+// cause ("redlock node 10.0.0.3:6379: cannot connect: connection
+// refused"; a node that timed out is dialed once more to learn why), and
+// marked driver.Permanent when permanent errors (NOAUTH,
 // NOPERM, a script error) alone make a majority impossible. An attempt
 // whose caller's deadline passed returns at once; the nodes it reached are
 // released in the background. Inspect and List report a holder only when a
