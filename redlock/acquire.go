@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -91,9 +90,6 @@ func (d *redlock) TryAcquire(ctx context.Context, req driver.Request) (driver.Gr
 	return g, err
 }
 
-// errNodeTimeout stands for a node that did not answer in time.
-var errNodeTimeout = errors.New("no answer within the node timeout")
-
 // p1 is one node's answer to phase 1.
 type p1 struct {
 	node    int
@@ -111,6 +107,7 @@ type attempt struct {
 	req     driver.Request
 	seq     string          // this attempt's number among the token's attempts
 	ctx     context.Context // for node requests: the caller's values, not its cancellation
+	waiting <-chan struct{} // the caller's ctx.Done(): closed once nobody reads the errors
 	phase1  chan p1
 	phase2  chan bool
 	decided chan struct{} // closed once fence or aborted is set
@@ -132,7 +129,7 @@ type attempt struct {
 func (d *redlock) newAttempt(ctx context.Context, req driver.Request) *attempt {
 	n := len(d.nodes)
 	a := &attempt{
-		d: d, req: req, ctx: context.WithoutCancel(ctx),
+		d: d, req: req, ctx: context.WithoutCancel(ctx), waiting: ctx.Done(),
 		seq:    strconv.FormatUint(d.attempts.Add(1), 10),
 		phase1: make(chan p1, n), phase2: make(chan bool, n),
 		decided: make(chan struct{}), final: make(chan struct{}),
@@ -183,7 +180,7 @@ func (a *attempt) take(i int) p1 {
 	res, err := acquireScript.Run(ctx, a.d.nodes[i].client, keys,
 		a.req.Token, a.req.TTL.Milliseconds(), a.req.Owner, fencing, a.seq).Slice()
 	if err != nil {
-		return p1{node: i, err: a.d.nodeErr(i, err)}
+		return p1{node: i, err: a.d.diagnose(ctx, a.waiting, i, err)}
 	}
 	r, err := parseTake(res)
 	if err != nil {

@@ -126,7 +126,7 @@ func (d *redlock) listNames(ctx context.Context, prefix string) ([]string, error
 	}
 	errs := failures(scans)
 	if ok, few := d.tooFew(errs); few {
-		return nil, fmt.Errorf("redlock: list: %d of %d nodes scanned, %d needed: %w", ok, len(d.nodes), d.quorum, errors.Join(errs...))
+		return nil, fmt.Errorf("redlock: list: %d of %d nodes scanned, %d needed: %w", ok, len(d.nodes), d.quorum, joinNodes(errs))
 	}
 	seen := map[string]int{}
 	for _, s := range scans {
@@ -166,7 +166,7 @@ func (d *redlock) readNames(ctx context.Context, names []string) ([]answer[[]vot
 	}
 	errs := failures(reads)
 	if ok, few := d.tooFew(errs); few {
-		return nil, fmt.Errorf("redlock: list: %d of %d nodes read, %d needed: %w", ok, len(d.nodes), d.quorum, errors.Join(errs...))
+		return nil, fmt.Errorf("redlock: list: %d of %d nodes read, %d needed: %w", ok, len(d.nodes), d.quorum, joinNodes(errs))
 	}
 	return reads, nil
 }
@@ -224,7 +224,7 @@ func (d *redlock) tooFew(errs []error) (answered int, few bool) {
 // with step 1's majority: newFence is above it. Any grant after needs a
 // majority, which shares a node with step 2's majority, where phase 1
 // increments a counter of at least newFence: the next fence is above
-// newFence. With fencing off (WithFencing(false)) only step 1 runs and
+// newFence. With fencing off (Config.NoFencing) only step 1 runs and
 // newFence is 0.
 func (d *redlock) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
 	votes, top, err := d.forceAll(ctx, name)
@@ -275,7 +275,7 @@ func (d *redlock) forceAll(ctx context.Context, name string) ([]vote, uint64, er
 	}
 	errs := failures(rs)
 	if ok, few := d.tooFew(errs); few {
-		return nil, 0, fmt.Errorf("redlock: force-release deleted the lock on %d of %d nodes, %d needed: %w", ok, len(d.nodes), d.quorum, errors.Join(errs...))
+		return nil, 0, fmt.Errorf("redlock: force-release deleted the lock on %d of %d nodes, %d needed: %w", ok, len(d.nodes), d.quorum, joinNodes(errs))
 	}
 	return votes, top, nil
 }
@@ -292,7 +292,7 @@ func (d *redlock) raiseAll(ctx context.Context, name string, fence uint64) error
 	}
 	errs := failures(ws)
 	if ok, few := d.tooFew(errs); few {
-		return fmt.Errorf("redlock: force-release deleted the lock but wrote the new fence %d to %d of %d nodes, %d needed: %w", fence, ok, len(d.nodes), d.quorum, errors.Join(errs...))
+		return fmt.Errorf("redlock: force-release deleted the lock but wrote the new fence %d to %d of %d nodes, %d needed: %w", fence, ok, len(d.nodes), d.quorum, joinNodes(errs))
 	}
 	return nil
 }
@@ -409,7 +409,7 @@ func (d *redlock) majority(name string, votes []vote) (driver.Holder, bool, erro
 		return best.h, true, nil
 	case agree+len(errs) >= q:
 		return driver.Holder{}, false, fmt.Errorf("redlock: lock %q: %d of %d nodes agree on a holder and %d failed to answer, %d needed to tell whether it is held: %w",
-			name, agree, n, len(errs), q, errors.Join(errs...))
+			name, agree, n, len(errs), q, joinNodes(errs))
 	}
 	return driver.Holder{}, false, nil
 }
@@ -494,7 +494,7 @@ type indexed[T any] struct {
 // errNodeTimeout and finishing in the background. It also returns when ctx
 // is done; the caller then returns ctx's error.
 func each[T any](ctx context.Context, d *redlock, timeout, wait time.Duration, op func(ctx context.Context, i int) (T, error)) []answer[T] {
-	ch := spread(ctx, d, timeout, op)
+	ch := spread(ctx, false, d, timeout, op)
 	out := make([]answer[T], len(d.nodes))
 	for i := range out {
 		out[i].err = d.nodeErr(i, errNodeTimeout)
@@ -520,9 +520,15 @@ func each[T any](ctx context.Context, d *redlock, timeout, wait time.Duration, o
 
 // spread starts op on every node, each in a goroutine of its own counted
 // in d.bg, and returns the channel (buffered for every node) on which the
-// answers arrive as they come, errors named by node (nodeErr). Each call
-// gets a context derived from rctx, bounded by timeout when positive.
-func spread[T any](rctx context.Context, d *redlock, timeout time.Duration, op func(ctx context.Context, i int) (T, error)) <-chan indexed[T] {
+// answers arrive as they come, errors named by node and diagnosed
+// (diagnose) while ctx is not done. Each call gets a context derived from
+// ctx, bounded by timeout when positive; detach keeps ctx's values but not
+// its cancellation.
+func spread[T any](ctx context.Context, detach bool, d *redlock, timeout time.Duration, op func(ctx context.Context, i int) (T, error)) <-chan indexed[T] {
+	rctx := ctx
+	if detach {
+		rctx = context.WithoutCancel(ctx)
+	}
 	n := len(d.nodes)
 	ch := make(chan indexed[T], n)
 	d.bg.Add(n)
@@ -536,7 +542,7 @@ func spread[T any](rctx context.Context, d *redlock, timeout time.Duration, op f
 			defer cancel()
 			v, err := op(c, i)
 			if err != nil {
-				err = d.nodeErr(i, err)
+				err = d.diagnose(c, ctx.Done(), i, err)
 			}
 			ch <- indexed[T]{i, answer[T]{v, err}}
 		}()

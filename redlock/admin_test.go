@@ -33,7 +33,7 @@ func TestAdminKeys(t *testing.T) {
 // minority of the nodes, and decode names exactly.
 func TestAdminInspectList(t *testing.T) {
 	ns := startNodes(t, 5)
-	l := ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
+	l := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
 	ctx := t.Context()
 	names := []string{"admin/held", "admin/we}ird%25{name*"}
 	var leases []*dlock.Lease
@@ -161,8 +161,8 @@ func forceReleaseCycle(t *testing.T, ns *nodes, prefix string) *dlock.Locker {
 	t.Helper()
 	ctx := t.Context()
 	name := prefix + "force"
-	victimL := ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
-	l := ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
+	victimL := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
+	l := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
 	victim, err := victimL.Acquire(ctx, name, dlock.WithTTL(failTTL), dlock.WithOwner(adminOwner), dlock.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +226,7 @@ func forceReleaseCycle(t *testing.T, ns *nodes, prefix string) *dlock.Locker {
 // deleted on every node, and the new fence is 0.
 func TestAdminForceReleaseWithoutFencing(t *testing.T) {
 	ns := startNodes(t, 3)
-	l := ns.locker(t, WithFencing(false), WithNodeTimeout(suiteNodeTimeout))
+	l := ns.locker(t, Config{NoFencing: true, NodeTimeout: suiteNodeTimeout})
 	ctx := t.Context()
 	ls, err := l.Acquire(ctx, "nofence", dlock.WithTTL(failTTL), dlock.WithAutoRefresh(false))
 	if err != nil {

@@ -36,7 +36,7 @@ func BenchmarkUncontended(b *testing.B) {
 	ns := startNodes(b, 5)
 	cs := ns.clients(b)
 	for _, mode := range fencingModes {
-		l, err := New(cs, WithFencing(mode.on))
+		l, err := Config{NoFencing: !mode.on}.Locker(cs)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func BenchmarkContended(b *testing.B) {
 			const workers = 16
 			lockers := make([]*dlock.Locker, workers)
 			for i := range lockers {
-				lockers[i] = ns.locker(b, WithFencing(mode.on))
+				lockers[i] = ns.locker(b, Config{NoFencing: !mode.on})
 			}
 			benchwork.Contended(b, workers, benchwork.Acquire(lockers, "bench/contended/"+newBenchToken(),
 				dlock.WithTTL(5*time.Second), dlock.WithWait(time.Minute))).Report(b)

@@ -19,7 +19,7 @@ func TestConformance(t *testing.T) {
 	ns := startNodes(t, 5)
 	dlocktest.Run(t, dlocktest.Harness{
 		New: func(t testing.TB) *dlock.Locker {
-			return ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
+			return ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
 		},
 		URL:    ns.url("node_timeout=300ms"),
 		TTL:    suiteTTL,
@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 		Steal:  ns.steal,
 		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
 			other := startNodes(t, 3)
-			l := other.locker(t, WithNodeTimeout(suiteNodeTimeout))
+			l := other.locker(t, Config{NodeTimeout: suiteNodeTimeout})
 			return l, func() {
 				for _, s := range other.srv {
 					s.Kill()
@@ -42,7 +42,7 @@ func TestConformanceWithoutFencing(t *testing.T) {
 		t.Skip("short")
 	}
 	ns := startNodes(t, 3)
-	l := ns.locker(t, WithFencing(false), WithNodeTimeout(suiteNodeTimeout))
+	l := ns.locker(t, Config{NoFencing: true, NodeTimeout: suiteNodeTimeout})
 	ls, err := l.Acquire(t.Context(), "nofence", dlock.WithTTL(suiteTTL))
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
 )
 
 // decide waits for the attempt's outcome. Deadlines never pass the
@@ -170,14 +169,27 @@ func (a *attempt) refused(all []p1) (driver.Grant, error) {
 		return driver.Grant{Holder: likeliest(held)}, nil
 	}
 	failed := len(errs) + n - len(all)
-	for range n - len(all) {
-		errs = append(errs, errNodeTimeout)
-	}
-	err := fmt.Errorf("redlock: no majority: %d of %d nodes failed, %d named a holder: %w", failed, n, len(held), errors.Join(errs...))
+	errs = append(errs, a.silent(all)...)
+	err := fmt.Errorf("redlock: no majority: %d of %d nodes failed, %d named a holder: %w", failed, n, len(held), joinNodes(errs))
 	if permanent > n-q {
 		err = driver.Permanent(err)
 	}
 	return driver.Grant{}, err
+}
+
+// silent names the nodes whose phase-1 answer is not among all.
+func (a *attempt) silent(all []p1) []error {
+	heard := make([]bool, len(a.d.nodes))
+	for _, r := range all {
+		heard[r.node] = true
+	}
+	var errs []error
+	for i, h := range heard {
+		if !h {
+			errs = append(errs, a.d.nodeErr(i, errNodeTimeout))
+		}
+	}
+	return errs
 }
 
 // likeliest picks the holder most nodes report (by fence; ties go to the
@@ -199,15 +211,4 @@ func likeliest(hs []driver.Holder) driver.Holder {
 		}
 	}
 	return best
-}
-
-// nodeErr names the node an error came from. A request that ran out of
-// its node timeout reports errNodeTimeout, not the context's error: the
-// caller's context is fine, and the portable layer must not take a slow
-// node for a canceled wait.
-func (d *redlock) nodeErr(i int, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		err = errNodeTimeout
-	}
-	return fmt.Errorf("redlock node %s: %w", d.nodes[i].addr, redisscript.Classify(err))
 }

@@ -4,10 +4,13 @@
 // have.
 //
 //	clients := []redis.UniversalClient{c1, c2, c3, c4, c5}
-//	locker, err := redlock.New(clients, redlock.WithDefaults(dlock.WithTTL(10*time.Second)))
+//	locker, err := redlock.New(clients, dlock.WithTTL(10*time.Second))
+//
+//	// or, with a node timeout of 20 ms and fencing off:
+//	locker, err = redlock.Config{NodeTimeout: 20 * time.Millisecond, NoFencing: true}.Locker(clients)
 //
 // An acquire asks every node at once, each bounded by a node timeout far
-// below the TTL (WithNodeTimeout, default 50 ms), and returns as soon as a
+// below the TTL (Config.NodeTimeout, default 50 ms), and returns as soon as a
 // majority has granted or a majority has become impossible: a slow or dead
 // node costs at most the node timeout, never its own delay. The grant
 // stands only if the majority was reached with validity left, counted on
@@ -24,7 +27,10 @@
 // holder only when the nodes that named one are enough, alone, to make a
 // majority impossible (more than N − quorum of them; or, in gate mode, the
 // gate named one and nobody else was asked); otherwise it returns the
-// nodes' errors, marked driver.Permanent when permanent errors (NOAUTH,
+// nodes' errors on one line, separated by "; ", each naming its node and
+// cause ("redlock node 10.0.0.3:6379: cannot connect: connection
+// refused"; a node that timed out is dialed once more to learn why), and
+// marked driver.Permanent when permanent errors (NOAUTH,
 // NOPERM, a script error) alone make a majority impossible. An attempt
 // whose caller's deadline passed returns at once; the nodes it reached are
 // released in the background. Inspect and List report a holder only when a
@@ -66,7 +72,7 @@
 // 1.8e15 in 2026). Assumptions: counters never decrease (persistence, or
 // the clock seed staying above what the counter held: node clocks never
 // set back and roughly agreeing, fewer than a million grants per second
-// per name). WithFencing(false) (URL fencing=false) skips the
+// per name). Config.NoFencing (URL fencing=false) skips the
 // counters for efficiency-only locks: one round trip always, Fence() = 0.
 // Counters outlive the locks: one small key per name per node (unlike the
 // single-server driver, whose counters are per server or per slot:

@@ -20,7 +20,7 @@ const failTTL = 3 * time.Second
 // refresh still work.
 func TestMinorityDown(t *testing.T) {
 	ns := startNodes(t, 5)
-	l := ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
+	l := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
 	ctx := t.Context()
 	for killed := 1; killed <= 2; killed++ {
 		ns.srv[killed-1].Kill()
@@ -46,7 +46,7 @@ func TestMinorityDown(t *testing.T) {
 // expired on the surviving nodes.
 func TestMajorityDown(t *testing.T) {
 	ns := startNodes(t, 5)
-	l := ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
+	l := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
 	ctx := t.Context()
 	held, err := l.Acquire(ctx, "majority/held", dlock.WithTTL(failTTL))
 	if err != nil {
@@ -78,7 +78,7 @@ func TestMajorityDown(t *testing.T) {
 // acquire at most the node timeout, never its pause.
 func TestPausedNodeAddsNoLatency(t *testing.T) {
 	ns := startNodes(t, 5)
-	l := ns.locker(t) // the default 50 ms node timeout
+	l := ns.locker(t, Config{}) // the default 50 ms node timeout
 	ctx := t.Context()
 	// Warm up: connections and cached scripts on every node (the first
 	// request to a node dials it, which a loaded machine may not finish
@@ -119,7 +119,7 @@ func TestRacingClients(t *testing.T) {
 	var inside, overlaps, grants atomic.Int64
 	var wg sync.WaitGroup
 	for range clients {
-		l := ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
+		l := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
 		wg.Go(func() {
 			for range rounds {
 				ls, err := l.Acquire(t.Context(), "race", dlock.WithTTL(failTTL), dlock.WithWait(30*time.Second))

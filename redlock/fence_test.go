@@ -18,7 +18,7 @@ import (
 // go backwards: a lost counter is seeded from the node's clock.
 func TestFenceSurvivesEmptyRestarts(t *testing.T) {
 	ns := startNodes(t, 3)
-	l := ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
+	l := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
 	ctx := t.Context()
 	var last uint64
 	grant := func(step string) {
@@ -59,8 +59,8 @@ func TestFenceSurvivesEmptyRestarts(t *testing.T) {
 func TestKleppmannClockJump(t *testing.T) {
 	ns := startNodes(t, 5)
 	ctx := t.Context()
-	la := ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
-	lb := ns.locker(t, WithNodeTimeout(suiteNodeTimeout))
+	la := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
+	lb := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
 	a, err := la.Acquire(ctx, "kleppmann", dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false))
 	if err != nil {
 		t.Fatal(err)

@@ -1,117 +1,131 @@
 package redlock
 
 import (
-	"context"
-	"strconv"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/dlocktest"
 	"github.com/dlockdev/dlock/internal/testserver"
-	"github.com/redis/go-redis/v9"
 )
 
-func TestMain(m *testing.M) { dlocktest.Main(m) }
+// envInner marks the test binary as re-executed by TestMain, with
+// DLOCK_URL naming the Examples' nodes.
+const envInner = "DLOCK_REDLOCK_TEST_INNER"
 
-// nodes is a set of independent redis-servers with an admin client each.
-type nodes struct {
-	srv   []*testserver.RedisServer
-	admin []*redis.Client
+// exampleNodes is how many redis-servers the Examples' URL lists.
+const exampleNodes = 3
+
+// TestMain starts the redis-servers that the Examples reach through
+// DLOCK_URL (redlock://host1:port1,host2:port2,host3:port3), runs the
+// tests and Examples in a child process (this test binary again, with the
+// same flags) and stops the servers when the child has exited:
+// dlocktest.Main, which checks for leaked goroutines, ends the process it
+// runs in, so no clean-up could follow it there.
+func TestMain(m *testing.M) {
+	if os.Getenv(envInner) != "" {
+		dlocktest.Main(m)
+	}
+	os.Exit(runWithServer(exampleURL))
 }
 
-func startNodes(t testing.TB, n int) *nodes {
-	t.Helper()
-	ns := &nodes{}
-	for range n {
-		s := testserver.Redis(t)
-		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		ns.srv = append(ns.srv, s)
-		ns.admin = append(ns.admin, c)
+// exampleURL starts the Examples' nodes and returns their redlock:// URL.
+func exampleURL(tb testing.TB) string {
+	addrs := make([]string, exampleNodes)
+	for i := range addrs {
+		addrs[i] = testserver.Redis(tb).Addr
 	}
-	return ns
+	return Scheme + "://" + strings.Join(addrs, ",")
 }
 
-// url returns the redlock:// URL of the set, with an optional query.
-func (ns *nodes) url(query string) string {
-	addrs := make([]string, len(ns.srv))
-	for i, s := range ns.srv {
-		addrs[i] = s.Addr
+// runWithServer starts servers with start, re-executes the test binary
+// with DLOCK_URL set to the URL start returns, stops the servers, and
+// returns the child's exit code. Without the server binary (testserver
+// skips) the child runs without DLOCK_URL and without the Examples.
+func runWithServer(start func(testing.TB) string) int {
+	tb := &mainTB{}
+	defer tb.cleanup()
+	args := os.Args[1:]
+	env := append(os.Environ(), envInner+"=1")
+	url, stop := tb.start(start)
+	switch {
+	case stop == nil:
+		env = append(env, "DLOCK_URL="+url)
+	case stop.skip:
+		fmt.Fprintf(os.Stderr, "examples skipped: %s\n", stop.msg)
+		args = append(args, "-test.skip=^Example")
+	default:
+		fmt.Fprintf(os.Stderr, "TestMain: %s\n", stop.msg)
+		return 1
 	}
-	u := "redlock://" + strings.Join(addrs, ",")
-	if query != "" {
-		u += "?" + query
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
 	}
-	return u
-}
-
-// clients returns fresh clients for the set, closed when t ends.
-func (ns *nodes) clients(t testing.TB) []redis.UniversalClient {
-	cs := make([]redis.UniversalClient, len(ns.srv))
-	for i, s := range ns.srv {
-		// A pool as large as the benchmarks' 64 goroutines, so that they
-		// measure the nodes, not the wait for a pooled connection.
-		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, PoolSize: 128})
-		t.Cleanup(func() { _ = c.Close() })
-		cs[i] = c
-	}
-	return cs
-}
-
-// locker returns a Locker over the set with its own clients; it is closed
-// before the clients when t ends.
-func (ns *nodes) locker(t testing.TB, opts ...Option) *dlock.Locker {
-	t.Helper()
-	cs := ns.clients(t)
-	l, err := New(cs, opts...)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		fmt.Fprintf(os.Stderr, "TestMain: run the tests: %v\n", err)
+		return 1
 	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return 0
 }
 
-// expire deletes name's lock on the given nodes (all when none given).
-func (ns *nodes) expire(t testing.TB, name string, which ...int) {
-	t.Helper()
-	if len(which) == 0 {
-		for i := range ns.admin {
-			which = append(which, i)
+// mainTB is the testing.TB that internal/testserver needs, outside any
+// test: it collects clean-ups, and turns Fatal and Skip into a panic that
+// start recovers. The embedded TB is nil: a method testserver starts to
+// use that mainTB lacks panics rather than misbehaving quietly.
+type mainTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+// stopped is why a server could not start.
+type stopped struct {
+	msg  string
+	skip bool
+}
+
+func (tb *mainTB) start(f func(testing.TB) string) (url string, stop *stopped) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, ok := r.(stopped)
+			if !ok {
+				panic(r)
+			}
+			stop = &s
 		}
-	}
-	for _, i := range which {
-		if err := ns.admin[i].Del(context.Background(), lockKey(name)).Err(); err != nil {
-			t.Fatalf("DEL on node %d: %v", i, err)
-		}
+	}()
+	return f(tb), nil
+}
+
+func (tb *mainTB) cleanup() {
+	for i := len(tb.cleanups) - 1; i >= 0; i-- {
+		tb.cleanups[i]()
 	}
 }
 
-// steal makes a foreign token hold name on a majority of the nodes.
-func (ns *nodes) steal(t testing.TB, name string) {
-	t.Helper()
-	ctx := context.Background()
-	for i := range len(ns.admin)/2 + 1 {
-		c := ns.admin[i]
-		f, err := c.Incr(ctx, fenceKey(name)).Result()
-		if err == nil {
-			err = c.Set(ctx, lockKey(name), "thief-token\n"+strconv.FormatInt(f, 10)+"\nthief", time.Minute).Err()
-		}
-		if err != nil {
-			t.Fatalf("steal on node %d: %v", i, err)
-		}
-	}
+func (tb *mainTB) Helper()          {}
+func (tb *mainTB) Name() string     { return "TestMain" }
+func (tb *mainTB) Cleanup(f func()) { tb.cleanups = append(tb.cleanups, f) }
+func (tb *mainTB) Fatal(args ...any) {
+	panic(stopped{msg: fmt.Sprint(args...)})
 }
-
-// holding lists the nodes on which name's lock key exists.
-func (ns *nodes) holding(t testing.TB, name string) []int {
-	t.Helper()
-	var on []int
-	for i, c := range ns.admin {
-		if n, err := c.Exists(context.Background(), lockKey(name)).Result(); err == nil && n == 1 {
-			on = append(on, i)
-		}
+func (tb *mainTB) Fatalf(format string, args ...any) {
+	panic(stopped{msg: fmt.Sprintf(format, args...)})
+}
+func (tb *mainTB) Skipf(format string, args ...any) {
+	panic(stopped{msg: fmt.Sprintf(format, args...), skip: true})
+}
+func (tb *mainTB) TempDir() string {
+	dir, err := os.MkdirTemp("", "dlock-test-")
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return on
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }

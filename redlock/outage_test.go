@@ -63,12 +63,11 @@ func faulty(t *testing.T, ns *nodes) (*redlock, []*fault) {
 		fs[i] = &fault{}
 		c.AddHook(fs[i])
 	}
-	cfg := defaultConfig()
-	cfg.nodeTimeout = suiteNodeTimeout
-	d, err := newDriver(cs, cfg)
+	drv, err := Config{NodeTimeout: suiteNodeTimeout}.Driver(cs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := drv.(*redlock)
 	t.Cleanup(func() {
 		for _, f := range fs {
 			f.set("")

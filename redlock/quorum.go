@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -21,15 +20,18 @@ type tally struct {
 	done, gone, other int
 	errs              []error
 	answered          int
+	heard             []bool // by node
 }
 
 // ask runs op on every node in parallel and tallies the answers until
 // enough says the outcome is decided, the node timeout passes or ctx is
-// done. The requests still in flight then finish in the background.
-func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx context.Context, i int) (int64, error)) tally {
-	ch := spread(context.WithoutCancel(ctx), d, timeout, op)
+// done. The requests still in flight then finish in the background; the
+// nodes not heard from count as errNodeTimeout.
+func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx context.Context, i int) (int64, error)) (t tally) {
+	ch := spread(ctx, true, d, timeout, op)
 	n := len(d.nodes)
-	var t tally
+	t.heard = make([]bool, n)
+	defer t.silent(d) // on the result: t is named
 	// Twice the per-request bound, as in decide: requests that a busy
 	// scheduler starts late still count.
 	timer := time.NewTimer(2 * timeout)
@@ -37,7 +39,7 @@ func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx co
 	for t.answered < n && !t.decided(n, d.quorum) {
 		select {
 		case r := <-ch:
-			t.add(r.a.val, r.a.err)
+			t.add(r.i, r.a.val, r.a.err)
 		case <-timer.C:
 			return t
 		case <-ctx.Done():
@@ -47,8 +49,9 @@ func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx co
 	return t
 }
 
-func (t *tally) add(code int64, err error) {
+func (t *tally) add(i int, code int64, err error) {
 	t.answered++
+	t.heard[i] = true
 	switch {
 	case err != nil:
 		t.errs = append(t.errs, err)
@@ -58,6 +61,15 @@ func (t *tally) add(code int64, err error) {
 		t.other++
 	default:
 		t.gone++
+	}
+}
+
+// silent adds an errNodeTimeout, named, for each node not heard from.
+func (t *tally) silent(d *redlock) {
+	for i, h := range t.heard {
+		if !h {
+			t.errs = append(t.errs, d.nodeErr(i, errNodeTimeout))
+		}
 	}
 }
 
@@ -78,9 +90,5 @@ func (t *tally) outcome(op string, n, q int) error {
 	case t.gone+t.other >= q:
 		return driver.ErrExpired
 	}
-	errs := t.errs
-	for range n - t.answered {
-		errs = append(errs, errNodeTimeout)
-	}
-	return fmt.Errorf("redlock: %s confirmed by %d of %d nodes, %d needed: %w", op, t.done, n, q, errors.Join(errs...))
+	return fmt.Errorf("redlock: %s confirmed by %d of %d nodes, %d needed: %w", op, t.done, n, q, joinNodes(t.errs))
 }

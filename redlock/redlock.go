@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
@@ -16,20 +17,87 @@ const Scheme = "redlock"
 
 func init() { dlock.Register(Scheme, open) }
 
+// DefaultNodeTimeout bounds each node's answer to one request when
+// Config.NodeTimeout is 0. The Redis page suggests 5–50 ms for a 10 s TTL:
+// a node slower than this counts as failed for that request, so a slow or
+// dead node never adds more than this to an acquire.
+const DefaultNodeTimeout = 50 * time.Millisecond
+
+// Config tunes the Redlock driver. The zero value is the defaults (New's):
+// DefaultNodeTimeout and quorum fencing on.
+type Config struct {
+	// NodeTimeout is how long one request waits for each node (URL key
+	// node_timeout; default DefaultNodeTimeout, also for 0; negative is
+	// an invalid argument). Keep it far below the TTL: the time an
+	// acquire takes is subtracted from the lease's validity. A node
+	// timeout at or above the TTL is clamped to the validity window.
+	//
+	// The timeout is enforced by the driver whatever the client's
+	// settings; clients built by dlock.Open also set
+	// ContextTimeoutEnabled so that the abandoned request itself stops at
+	// the timeout. For your own clients, set ContextTimeoutEnabled too, or
+	// a late request lingers in the background until the client's
+	// ReadTimeout.
+	NodeTimeout time.Duration
+	// NoFencing turns quorum fencing off (URL key fencing=false; default
+	// false: fencing on). With fencing on, every grant carries a fence
+	// that strictly increases across grants even when nodes fail (see the
+	// package doc, # Fencing tokens); that costs a second round trip
+	// whenever the nodes' counters disagree. With it off, an acquire is
+	// always one round trip and Lease.Fence is 0: for efficiency locks
+	// only.
+	NoFencing bool
+}
+
 // New returns a Locker running Redlock over the given independent Redis
-// nodes, one client per node. The number of clients must be odd and at
-// least 3; a nil client or the same node twice is an invalid argument.
-// The clients stay the caller's: Locker.Close does not close them.
-func New(clients []redis.UniversalClient, opts ...Option) (*dlock.Locker, error) {
-	cfg := defaultConfig().with(opts)
-	if cfg.err != nil {
-		return nil, cfg.err
-	}
-	d, err := newDriver(clients, cfg)
+// nodes, one client per node, with the default Config: it is
+// Config{}.Locker(clients, opts...). The number of clients must be odd
+// and at least 3; a nil client or the same node twice is an invalid
+// argument. The clients stay the caller's: Locker.Close does not close
+// them. opts become the Locker's defaults.
+func New(clients []redis.UniversalClient, opts ...dlock.Option) (*dlock.Locker, error) {
+	return Config{}.Locker(clients, opts...)
+}
+
+// Locker returns a Locker running Redlock over clients, configured by c;
+// opts become its defaults. The clients stay the caller's. Invalid
+// clients or an invalid field of c is an error wrapping
+// dlock.ErrInvalidArgument.
+func (c Config) Locker(clients []redis.UniversalClient, opts ...dlock.Option) (*dlock.Locker, error) {
+	d, err := c.Driver(clients)
 	if err != nil {
 		return nil, err
 	}
-	return dlock.NewLocker(d, cfg.defaults...)
+	return dlock.NewLocker(d, opts...)
+}
+
+// Driver returns the bare driver over clients, for callers assembling
+// their own Locker with dlock.NewLocker. Closing the driver leaves the
+// clients open.
+func (c Config) Driver(clients []redis.UniversalClient) (driver.Driver, error) {
+	cfg, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return newDriver(clients, cfg)
+}
+
+// config is a validated Config with its defaults filled in.
+type config struct {
+	nodeTimeout time.Duration
+	fencing     bool
+}
+
+func (c Config) resolve() (config, error) {
+	if c.NodeTimeout < 0 {
+		return config{}, fmt.Errorf("%w: redlock.Config.NodeTimeout %s: want a positive duration far below the TTL, or 0 for the default %s",
+			dlock.ErrInvalidArgument, c.NodeTimeout, DefaultNodeTimeout)
+	}
+	cfg := config{nodeTimeout: c.NodeTimeout, fencing: !c.NoFencing}
+	if cfg.nodeTimeout == 0 {
+		cfg.nodeTimeout = DefaultNodeTimeout
+	}
+	return cfg, nil
 }
 
 // node is one independent Redis server.

@@ -42,6 +42,26 @@ func open(_ context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	resolved, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	clients, err := nodeClients(u, scheme, rest, ctxTimeout)
+	if err != nil {
+		return nil, err
+	}
+	d, err := newDriver(clients, resolved)
+	if err != nil {
+		closeAll(clients)
+		return nil, err
+	}
+	d.owned = true
+	return d, nil
+}
+
+// nodeClients builds one client per host of u's host list, each with u's
+// user, password and database and the go-redis query keys in rest.
+func nodeClients(u *url.URL, scheme string, rest url.Values, ctxTimeout bool) ([]redis.UniversalClient, error) {
 	hosts, err := hostList(u.Host)
 	if err != nil {
 		return nil, err
@@ -58,24 +78,20 @@ func open(_ context.Context, rawURL string) (driver.Driver, error) {
 		o.ContextTimeoutEnabled = ctxTimeout
 		clients = append(clients, redis.NewClient(o))
 	}
-	d, err := newDriver(clients, cfg)
-	if err != nil {
-		closeAll(clients)
-		return nil, err
-	}
-	d.owned = true
-	return d, nil
+	return clients, nil
 }
 
-// ownQuery takes the driver's keys out of q.
-func ownQuery(q url.Values) (config, string, url.Values, error) {
-	cfg, scheme := defaultConfig(), "redis"
+// ownQuery takes the driver's keys out of q, into a Config and the
+// nodes' URL scheme.
+func ownQuery(q url.Values) (Config, string, url.Values, error) {
+	var cfg Config
+	scheme := "redis"
 	if q.Has("node_timeout") {
 		d, err := time.ParseDuration(q.Get("node_timeout"))
 		if err != nil || d <= 0 {
 			return cfg, "", nil, invalid("URL query node_timeout=%q: want a positive duration like 50ms", q.Get("node_timeout"))
 		}
-		cfg.nodeTimeout = d
+		cfg.NodeTimeout = d
 	}
 	for _, key := range []string{"fencing", "tls"} {
 		if !q.Has(key) {
@@ -86,7 +102,7 @@ func ownQuery(q url.Values) (config, string, url.Values, error) {
 			return cfg, "", nil, invalid("URL query %s=%q: want true or false", key, q.Get(key))
 		}
 		if key == "fencing" {
-			cfg.fencing = on
+			cfg.NoFencing = !on
 		} else if on {
 			scheme = "rediss"
 		}

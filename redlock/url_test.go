@@ -81,10 +81,11 @@ func TestNewInvalid(t *testing.T) {
 			t.Errorf("%s: New = %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	if _, err := New([]redis.UniversalClient{a, b, d}, WithNodeTimeout(0)); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("WithNodeTimeout(0): New = %v, want ErrInvalidArgument", err)
+	_, err := Config{NodeTimeout: -time.Millisecond}.Locker([]redis.UniversalClient{a, b, d})
+	if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "NodeTimeout -1ms") {
+		t.Errorf("Config{NodeTimeout: -1ms}.Locker = %v, want ErrInvalidArgument naming NodeTimeout -1ms", err)
 	}
-	if _, err := New([]redis.UniversalClient{a, b, d}, WithDefaults(dlock.WithTTL(-1))); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Errorf("WithDefaults(WithTTL(-1)): New = %v, want ErrInvalidArgument", err)
+	if _, err := New([]redis.UniversalClient{a, b, d}, dlock.WithTTL(-1)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("New(clients, WithTTL(-1)) = %v, want ErrInvalidArgument", err)
 	}
 }

@@ -1,11 +1,13 @@
 package baseline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +22,7 @@ import (
 // openRedlock compares package redlock with redsync's algorithm written
 // out: SET NX PX on every node in parallel, a majority wins.
 func openRedlock(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.Option) (*Target, error) {
-	lopts, nodeTimeout, nodes, err := redlockURL(u)
+	cfg, nodes, err := redlockURL(u)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +31,22 @@ func openRedlock(ctx context.Context, u *url.URL, ttl time.Duration, opts []dloc
 		Baseline:          fmt.Sprintf("parallel SET NX PX on %d nodes, majority wins; Lua release on all", len(nodes)),
 		BaselineContended: "busy poll of the same",
 	}
-	mk := func(rt *Counter) ([]redis.UniversalClient, error) {
+	mk := t.redlockClients(ctx, nodes)
+	err = t.redlockSides(ctx, mk, cfg, opts, ttl)
+	if err == nil {
+		err = t.redlockServerTime(mk)
+	}
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// redlockClients returns a function that connects one client per node,
+// counting its round trips in rt (when not nil); the Target closes them.
+func (t *Target) redlockClients(ctx context.Context, nodes []*redis.Options) func(rt *Counter) ([]redis.UniversalClient, error) {
+	return func(rt *Counter) ([]redis.UniversalClient, error) {
 		cs := make([]redis.UniversalClient, len(nodes))
 		for i, o := range nodes {
 			c := redis.NewClient(o)
@@ -44,14 +61,14 @@ func openRedlock(ctx context.Context, u *url.URL, ttl time.Duration, opts []dloc
 		}
 		return cs, nil
 	}
-	if err := t.redlockSides(ctx, mk, lopts, opts, nodeTimeout, ttl); err != nil {
-		t.Close()
-		return nil, err
-	}
+}
+
+// redlockServerTime measures the nodes' command time on admin clients of
+// its own: the sum over all nodes.
+func (t *Target) redlockServerTime(mk func(*Counter) ([]redis.UniversalClient, error)) error {
 	admin, err := mk(nil)
 	if err != nil {
-		t.Close()
-		return nil, err
+		return err
 	}
 	t.ServerTime = func(ctx context.Context) (time.Duration, error) {
 		var sum time.Duration
@@ -65,18 +82,20 @@ func openRedlock(ctx context.Context, u *url.URL, ttl time.Duration, opts []dloc
 		return sum, nil
 	}
 	t.ServerTimeKind = "INFO commandstats usec, all nodes"
-	return t, nil
+	return nil
 }
 
-func (t *Target) redlockSides(ctx context.Context, mk func(*Counter) ([]redis.UniversalClient, error), lopts []redlock.Option,
-	opts []dlock.Option, nodeTimeout, ttl time.Duration) error {
+// redlockSides sets up both sides, each on clients of its own; the
+// baseline uses the driver's node timeout.
+func (t *Target) redlockSides(ctx context.Context, mk func(*Counter) ([]redis.UniversalClient, error), cfg redlock.Config,
+	opts []dlock.Option, ttl time.Duration) error {
 	drt, brt := &Counter{}, &Counter{}
 	dcs, err := mk(drt)
 	if err != nil {
 		return err
 	}
 	t.NewLocker = func(o ...dlock.Option) (*dlock.Locker, error) {
-		return redlock.New(dcs, append(lopts, redlock.WithDefaults(append(opts, o...)...))...)
+		return cfg.Locker(dcs, append(slices.Clip(opts), o...)...)
 	}
 	if t.Dlock, err = t.dlockSide(func() (*dlock.Locker, error) { return t.NewLocker() }, drt); err != nil {
 		return err
@@ -85,6 +104,7 @@ func (t *Target) redlockSides(ctx context.Context, mk func(*Counter) ([]redis.Un
 	if err != nil {
 		return err
 	}
+	nodeTimeout := cmp.Or(cfg.NodeTimeout, redlock.DefaultNodeTimeout)
 	rb := &redlockBaseline{nodes: make([]*redisBaseline, len(bcs)), nodeTimeout: nodeTimeout, ttl: ttl}
 	for i, c := range bcs {
 		if rb.nodes[i], err = newRedisBaseline(ctx, c, ttl); err != nil {
@@ -97,34 +117,11 @@ func (t *Target) redlockSides(ctx context.Context, mk func(*Counter) ([]redis.Un
 
 // redlockURL reads the node list and redlock's keys node_timeout,
 // fencing and tls; every node gets the rest of the query.
-func redlockURL(u *url.URL) ([]redlock.Option, time.Duration, []*redis.Options, error) {
+func redlockURL(u *url.URL) (redlock.Config, []*redis.Options, error) {
 	q := u.Query()
-	nodeTimeout, scheme := redlock.DefaultNodeTimeout, "redis"
-	var lopts []redlock.Option
-	if q.Has("node_timeout") {
-		d, err := time.ParseDuration(q.Get("node_timeout"))
-		if err != nil || d <= 0 {
-			return nil, 0, nil, fmt.Errorf("%w: redlock URL query node_timeout=%q: want a positive duration", dlock.ErrInvalidArgument, q.Get("node_timeout"))
-		}
-		nodeTimeout = d
-		lopts = append(lopts, redlock.WithNodeTimeout(d))
-	}
-	for _, k := range []string{"fencing", "tls"} {
-		if !q.Has(k) {
-			continue
-		}
-		on, err := strconv.ParseBool(q.Get(k))
-		if err != nil {
-			return nil, 0, nil, fmt.Errorf("%w: redlock URL query %s=%q: want true or false", dlock.ErrInvalidArgument, k, q.Get(k))
-		}
-		if k == "fencing" {
-			lopts = append(lopts, redlock.WithFencing(on))
-		} else if on {
-			scheme = "rediss"
-		}
-	}
-	for _, k := range []string{"node_timeout", "fencing", "tls"} {
-		q.Del(k)
+	cfg, scheme, err := redlockQuery(q)
+	if err != nil {
+		return cfg, nil, err
 	}
 	var nodes []*redis.Options
 	for h := range strings.SplitSeq(u.Host, ",") {
@@ -134,12 +131,44 @@ func redlockURL(u *url.URL) ([]redlock.Option, time.Duration, []*redis.Options, 
 		node := url.URL{Scheme: scheme, User: u.User, Host: h, Path: u.Path, RawQuery: q.Encode()}
 		o, err := redis.ParseURL(node.String())
 		if err != nil {
-			return nil, 0, nil, fmt.Errorf("%w: redlock node %s: %s", dlock.ErrInvalidArgument, h, scrubURLErr(err, u))
+			return cfg, nil, fmt.Errorf("%w: redlock node %s: %s", dlock.ErrInvalidArgument, h, scrubURLErr(err, u))
 		}
 		o.ContextTimeoutEnabled = true
 		nodes = append(nodes, o)
 	}
-	return lopts, nodeTimeout, nodes, nil
+	return cfg, nodes, nil
+}
+
+// redlockQuery takes redlock's own keys out of q: the driver's Config and
+// the nodes' URL scheme (rediss with tls=true).
+func redlockQuery(q url.Values) (redlock.Config, string, error) {
+	var cfg redlock.Config
+	scheme := "redis"
+	if q.Has("node_timeout") {
+		d, err := time.ParseDuration(q.Get("node_timeout"))
+		if err != nil || d <= 0 {
+			return cfg, "", fmt.Errorf("%w: redlock URL query node_timeout=%q: want a positive duration", dlock.ErrInvalidArgument, q.Get("node_timeout"))
+		}
+		cfg.NodeTimeout = d
+	}
+	for _, k := range []string{"fencing", "tls"} {
+		if !q.Has(k) {
+			continue
+		}
+		on, err := strconv.ParseBool(q.Get(k))
+		if err != nil {
+			return cfg, "", fmt.Errorf("%w: redlock URL query %s=%q: want true or false", dlock.ErrInvalidArgument, k, q.Get(k))
+		}
+		if k == "fencing" {
+			cfg.NoFencing = !on
+		} else if on {
+			scheme = "rediss"
+		}
+	}
+	for _, k := range []string{"node_timeout", "fencing", "tls"} {
+		q.Del(k)
+	}
+	return cfg, scheme, nil
 }
 
 // redlockBaseline is Redlock as redsync implements it, without a fence.
