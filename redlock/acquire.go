@@ -172,12 +172,11 @@ func (a *attempt) work(i int) {
 func (a *attempt) take(i int) p1 {
 	ctx, cancel := context.WithTimeout(a.ctx, a.d.cfg.nodeTimeout)
 	defer cancel()
-	keys := []string{lockKey(a.req.Name), fenceKey(a.req.Name)}
 	fencing := "0"
 	if a.d.cfg.fencing {
 		fencing = "1"
 	}
-	res, err := acquireScript.Run(ctx, a.d.nodes[i].client, keys,
+	res, err := acquireScript.Run(ctx, a.d.nodes[i].client, a.d.nodes[i].keys(a.req.Name),
 		a.req.Token, a.req.TTL.Milliseconds(), a.req.Owner, fencing, a.seq).Slice()
 	if err != nil {
 		return p1{node: i, err: a.d.diagnose(ctx, a.waiting, i, err)}
@@ -230,8 +229,7 @@ func (a *attempt) raise(i int, r p1) bool {
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, a.d.cfg.nodeTimeout)
 	defer cancel()
-	keys := []string{lockKey(a.req.Name), fenceKey(a.req.Name)}
-	n, err := raiseScript.Run(ctx, a.d.nodes[i].client, keys, a.req.Token+"/"+a.seq, a.fence, "fence").Int64()
+	n, err := raiseScript.Run(ctx, a.d.nodes[i].client, a.d.nodes[i].keys(a.req.Name), a.req.Token+"/"+a.seq, a.fence, "fence").Int64()
 	return err == nil && n == 1 && r.value < a.fence
 }
 
@@ -276,10 +274,9 @@ func (a *attempt) level() {
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, a.d.cfg.nodeTimeout)
 	defer cancel()
-	keys := []string{lockKey(a.req.Name), fenceKey(a.req.Name)}
 	for i, r := range a.results {
 		if r.granted && r.value < top && top > a.fence {
-			_ = raiseScript.Run(ctx, a.d.nodes[i].client, keys, a.req.Token+"/"+a.seq, top, "counter").Err()
+			_ = raiseScript.Run(ctx, a.d.nodes[i].client, a.d.nodes[i].keys(a.req.Name), a.req.Token+"/"+a.seq, top, "counter").Err()
 		}
 	}
 }

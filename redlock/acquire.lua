@@ -1,13 +1,14 @@
 -- Phase 1 of a Redlock grant on one node: take the lock if it is free, or
 -- already held by this token from an earlier attempt of the same Acquire
 -- (a reply that was lost), and, when fencing, bump this node's fence
--- counter in the same atomic step. A missing counter (a node restarted
+-- counter (one for every name, counter.lua) in the same atomic step. A missing counter (a node restarted
 -- empty) is first seeded from the node's clock in microseconds, which is
 -- above every value it can have held before.
 -- The lock's value is "token/attempt\nfence\nowner". The attempt number
 -- grows with every attempt of one token: a stale attempt's request that
 -- arrives late never overwrites a newer attempt's key.
--- KEYS[1] lock key, KEYS[2] fence counter (same hash slot).
+-- KEYS[1] lock key, KEYS[2] the node's fence counter, KEYS[3] the legacy
+-- per-name counter (see counter.lua).
 -- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] owner, ARGV[4] '1' to fence,
 -- ARGV[5] attempt number.
 -- Returns {1, counter} when taken ('0' without fencing), else
@@ -23,7 +24,7 @@ if v then
 end
 local fence = '0'
 if ARGV[4] == '1' then
-  if redis.call('EXISTS', KEYS[2]) == 0 then
+  if not fencecounter() then
     local t = redis.call('TIME')
     redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))
   end

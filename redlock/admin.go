@@ -46,7 +46,7 @@ local v = redis.call('GET', KEYS[1])
 local pttl = redis.call('PTTL', KEYS[1])
 local counter = '0'
 if ARGV[2] == '1' then
-  counter = redis.call('GET', KEYS[2])
+  counter = fencecounter()
   if not counter then
     local t = redis.call('TIME')
     counter = t[1] .. string.format('%06d', tonumber(t[2]))
@@ -63,7 +63,7 @@ redis.call('PUBLISH', ARGV[1], string.sub(redis.sha1hex('force\n' .. tok), 1, 16
 return {v, pttl, counter}
 `
 
-var forceScript = redis.NewScript(forceSrc)
+var forceScript = redis.NewScript(counterSrc + forceSrc)
 
 // Inspect implements driver.Lister. It reads name's lock key on every node
 // in parallel (each bounded by the node timeout) and reports a holder only
@@ -249,13 +249,12 @@ func (d *redlock) ForceRelease(ctx context.Context, name string) (driver.Holder,
 // node and returns each node's vote on the deleted lock and the highest
 // fence counter read. It fails unless a majority of the nodes answered.
 func (d *redlock) forceAll(ctx context.Context, name string) ([]vote, uint64, error) {
-	keys := []string{lockKey(name), fenceKey(name)}
 	fencing := "0"
 	if d.cfg.fencing {
 		fencing = "1"
 	}
 	rs := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) (forced, error) {
-		res, err := forceScript.Run(ctx, d.nodes[i].client, keys, channelOf(name), fencing).Slice()
+		res, err := forceScript.Run(ctx, d.nodes[i].client, d.nodes[i].keys(name), channelOf(name), fencing).Slice()
 		if err != nil {
 			return forced{}, err
 		}
@@ -283,9 +282,8 @@ func (d *redlock) forceAll(ctx context.Context, name string) ([]vote, uint64, er
 // raiseAll is ForceRelease's step 2: it raises name's fence counter to at
 // least fence on every node and fails unless a majority of them did.
 func (d *redlock) raiseAll(ctx context.Context, name string, fence uint64) error {
-	keys := []string{lockKey(name), fenceKey(name)}
 	ws := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) (int64, error) {
-		return raiseScript.Run(ctx, d.nodes[i].client, keys, "", fence, "counter").Int64()
+		return raiseScript.Run(ctx, d.nodes[i].client, d.nodes[i].keys(name), "", fence, "counter").Int64()
 	})
 	if err := ctx.Err(); err != nil {
 		return err

@@ -23,8 +23,13 @@ func TestAdminKeys(t *testing.T) {
 			t.Errorf("adminKeys.Name(lockKey(%q)) = %q, %v", name, got, ok)
 		}
 	}
-	if _, ok := adminKeys.Name(fenceKey("a")); ok {
+	if _, ok := adminKeys.Name(legacyFenceKey("a")); ok {
 		t.Error("a fence key decodes as a lock name")
+	}
+	for _, cluster := range []bool{false, true} {
+		if _, ok := adminKeys.Name(counterKey("a", cluster)); ok {
+			t.Errorf("the node's fence counter (cluster %v) decodes as a lock name", cluster)
+		}
 	}
 }
 

@@ -91,7 +91,7 @@ func (ns *nodes) steal(t testing.TB, name string) {
 	ctx := context.Background()
 	for i := range len(ns.admin)/2 + 1 {
 		c := ns.admin[i]
-		f, err := c.Incr(ctx, fenceKey(name)).Result()
+		f, err := c.Incr(ctx, counterKey(name, false)).Result()
 		if err == nil {
 			err = c.Set(ctx, lockKey(name), "thief-token\n"+strconv.FormatInt(f, 10)+"\nthief", time.Minute).Err()
 		}

@@ -3,7 +3,8 @@
 -- (never lowering it) and record the fence in the lock's value.
 -- With ARGV[3] = 'counter' it only raises the counter, whoever holds the
 -- lock (levelling the nodes after a grant; raising is always safe).
--- KEYS[1] lock key, KEYS[2] fence counter.
+-- KEYS[1] lock key, KEYS[2] the node's fence counter, KEYS[3] the legacy
+-- per-name counter (see counter.lua).
 -- ARGV[1] "token/attempt", ARGV[2] the fence, ARGV[3] 'fence' or 'counter'.
 -- Returns 1 when done, 0 when the lock is no longer this attempt's.
 local level = ARGV[3] == 'counter'
@@ -12,7 +13,7 @@ local mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\n'
 if not mine and not level then
   return 0
 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local last = tonumber(fencecounter() or '0') or 0
 if last < tonumber(ARGV[2]) then
   redis.call('SET', KEYS[2], ARGV[2])
 end

@@ -104,6 +104,9 @@ func (c Config) resolve() (config, error) {
 type node struct {
 	client redis.UniversalClient
 	addr   string // for errors; never holds a password
+	// cluster: the node is a Redis Cluster, with a fence counter per
+	// hash slot (counterKey).
+	cluster bool
 }
 
 // redlock is the driver. Requests to the nodes run in goroutines of their
@@ -133,7 +136,8 @@ func newDriver(clients []redis.UniversalClient, cfg config) (*redlock, error) {
 	}
 	d := &redlock{quorum: len(clients)/2 + 1, cfg: cfg, live: map[string]*attempt{}}
 	for i, c := range clients {
-		d.nodes = append(d.nodes, node{client: c, addr: addrOf(c, i)})
+		_, cluster := c.(*redis.ClusterClient)
+		d.nodes = append(d.nodes, node{client: c, addr: addrOf(c, i), cluster: cluster})
 	}
 	d.byAddr = sortByAddr(d.nodes)
 	d.hub = newHub(d)

@@ -11,6 +11,8 @@ import (
 // value format of the single-node driver (internal/redisscript) but live
 // here: phase 1 and phase 2 of a quorum-fenced grant are Redlock's alone.
 var (
+	//go:embed counter.lua
+	counterSrc string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed raise.lua
@@ -20,8 +22,8 @@ var (
 	//go:embed release.lua
 	releaseSrc string
 
-	acquireScript = redis.NewScript(acquireSrc)
-	raiseScript   = redis.NewScript(raiseSrc)
+	acquireScript = redis.NewScript(counterSrc + acquireSrc)
+	raiseScript   = redis.NewScript(counterSrc + raiseSrc)
 	refreshScript = redis.NewScript(refreshSrc)
 	releaseScript = redis.NewScript(releaseSrc)
 )
@@ -38,6 +40,22 @@ var escaper = strings.NewReplacer("%", "%25", "}", "%7D")
 // channel extend it.
 func lockKey(name string) string { return keyPrefix + "{" + escaper.Replace(name) + "}" }
 
-func fenceKey(name string) string { return lockKey(name) + ":fence" }
+// legacyFenceKey returns the per-name fence counter that versions before
+// the node-wide counter kept forever; the scripts fold it into the node's
+// counter and delete it (counter.lua).
+func legacyFenceKey(name string) string { return lockKey(name) + ":fence" }
+
+// counterKey returns the node's fence counter for name: one key per node,
+// or, when the node is a Redis Cluster, one per hash slot (a key in name's
+// slot, so that a script can touch both).
+func counterKey(name string, cluster bool) string {
+	return adminKeys.Counter(name, cluster)
+}
+
+// keys returns the KEYS of the fence-handling scripts for name on n: the
+// lock key, the node's fence counter and the legacy per-name counter.
+func (n node) keys(name string) []string {
+	return []string{lockKey(name), counterKey(name, n.cluster), legacyFenceKey(name)}
+}
 
 func channelOf(name string) string { return lockKey(name) + ":released" }
