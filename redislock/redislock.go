@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -18,6 +19,134 @@ import (
 // reading the persistence settings). Failing it is not an error: the
 // scripts load on first use and the warning is skipped.
 const prepareTimeout = 2 * time.Second
+
+// DefaultReplicaTimeout bounds WAIT when Config.ReplicaSync is set and
+// Config.ReplicaTimeout is not.
+const DefaultReplicaTimeout = time.Second
+
+// Limits of the Config fields.
+const (
+	maxPrefix         = 64
+	maxReplicaSync    = 64
+	minReplicaTimeout = time.Millisecond
+	maxReplicaTimeout = time.Minute
+)
+
+// Config says where a Locker keeps its locks in Redis and how grants are
+// confirmed. The zero value is the defaults (New's); each field names its
+// URL query key.
+type Config struct {
+	// Prefix starts every key and channel (URL key prefix; default
+	// redisscript's "dlock:", also for ""): at most 64 bytes. Lockers
+	// that should exclude each other must use the same prefix.
+	Prefix string
+	// ReplicaSync makes a grant, and every refresh, count only once WAIT
+	// confirms that this many replicas have it (URL key replica_sync;
+	// default 0: off; at most 64). A grant that reaches fewer replicas
+	// within ReplicaTimeout is released and reported as an error, so a
+	// failover to a replica cannot forget a lock it never received. It
+	// costs a second round trip per grant, and needs a *redis.Client or
+	// *redis.ClusterClient.
+	ReplicaSync int
+	// ReplicaTimeout bounds the WAIT of ReplicaSync (URL key
+	// replica_timeout; default DefaultReplicaTimeout, also for 0; from
+	// 1ms to 1m).
+	ReplicaTimeout time.Duration
+	// NoFairQueue turns off the fair queue (URL key fair=false). By
+	// default Acquire waits in a first-come first-served queue kept in
+	// Redis: under contention each release wakes only the waiter at the
+	// head of the queue (and hands it the lock), instead of every waiter
+	// racing for it, so handoffs cost one attempt and no waiter starves.
+	// A waiter that dies leaves the queue within a few seconds (it stops
+	// renewing its place), and the lock waits for it meanwhile. Lockers
+	// without the queue still respect it: they take a free lock only when
+	// nobody is queued, and are not woken while waiters queue (they
+	// poll), so give every Locker that contends for a name the same
+	// setting. Without it, each release wakes the longest waiter of every
+	// Locker and they race: cheaper per waiter, but a waiter can lose many
+	// races in a row (see the contended benchmarks in the README).
+	NoFairQueue bool
+	// Logger receives the driver's warnings (no URL key). Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// New returns a Locker that keeps its locks on the caller's Redis, through
+// client: a *redis.Client, a *redis.ClusterClient (or any go-redis v9
+// UniversalClient), with the default Config: it is
+// Config{}.Locker(client, opts...). The caller keeps ownership of client:
+// Locker.Close does not close it. opts become the Locker's defaults.
+func New(client redis.UniversalClient, opts ...dlock.Option) (*dlock.Locker, error) {
+	return Config{}.Locker(client, opts...)
+}
+
+// Locker returns a Locker on client configured by c. The caller keeps
+// ownership of client; opts become the Locker's defaults. A nil client or
+// an invalid field is an error wrapping dlock.ErrInvalidArgument.
+func (c Config) Locker(client redis.UniversalClient, opts ...dlock.Option) (*dlock.Locker, error) {
+	drv, err := c.Driver(client)
+	if err != nil {
+		return nil, err
+	}
+	l, err := dlock.NewLocker(drv, opts...)
+	if err != nil {
+		_ = drv.Close()
+	}
+	return l, err
+}
+
+// Driver returns the bare driver on client, for callers assembling their
+// own Locker with dlock.NewLocker. Closing the driver leaves client open.
+func (c Config) Driver(client redis.UniversalClient) (driver.Driver, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil redis client", dlock.ErrInvalidArgument)
+	}
+	cfg, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return newDriver(client, cfg, false).wrap(), nil
+}
+
+// config is a validated Config with its defaults filled in.
+type config struct {
+	prefix         string
+	replicas       int
+	replicaTimeout time.Duration
+	fair           bool
+	logger         *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{prefix: redisscript.DefaultPrefix, replicaTimeout: DefaultReplicaTimeout, logger: slog.Default(), fair: true}
+}
+
+// resolve validates c and fills in the defaults.
+func (c Config) resolve() (config, error) {
+	cfg := defaultConfig()
+	switch {
+	case len(c.Prefix) > maxPrefix:
+		return cfg, fmt.Errorf("%w: redislock.Config.Prefix (URL key prefix) %.16q... is %d bytes, at most %d",
+			dlock.ErrInvalidArgument, c.Prefix, len(c.Prefix), maxPrefix)
+	case c.ReplicaSync < 0 || c.ReplicaSync > maxReplicaSync:
+		return cfg, fmt.Errorf("%w: redislock.Config.ReplicaSync (URL key replica_sync) %d out of range [0, %d]: the number of replicas WAIT must confirm",
+			dlock.ErrInvalidArgument, c.ReplicaSync, maxReplicaSync)
+	case c.ReplicaTimeout != 0 && (c.ReplicaTimeout < minReplicaTimeout || c.ReplicaTimeout > maxReplicaTimeout):
+		return cfg, fmt.Errorf("%w: redislock.Config.ReplicaTimeout (URL key replica_timeout) %s out of range [%s, %s] (0 means %s)",
+			dlock.ErrInvalidArgument, c.ReplicaTimeout, minReplicaTimeout, maxReplicaTimeout, DefaultReplicaTimeout)
+	}
+	if c.Prefix != "" {
+		cfg.prefix = c.Prefix
+	}
+	if c.ReplicaTimeout != 0 {
+		cfg.replicaTimeout = c.ReplicaTimeout
+	}
+	if c.Logger != nil {
+		cfg.logger = c.Logger
+	}
+	cfg.replicas, cfg.fair = c.ReplicaSync, !c.NoFairQueue
+	return cfg, nil
+}
 
 // redisDriver implements driver.Driver and its optional Notifier,
 // BatchRefresher, Lister and ForceReleaser on one go-redis client.
@@ -38,26 +167,6 @@ type redisDriver struct {
 	bg sync.WaitGroup
 }
 
-// New returns a Locker that keeps its locks on the caller's Redis, through
-// client: a *redis.Client, a *redis.ClusterClient (or any go-redis v9
-// UniversalClient). The caller keeps ownership of client: Locker.Close
-// does not close it.
-func New(client redis.UniversalClient, opts ...Option) (*dlock.Locker, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: nil redis client", dlock.ErrInvalidArgument)
-	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	if cfg.err != nil {
-		return nil, cfg.err
-	}
-	return newLocker(newDriver(client, cfg, false), cfg.defaults)
-}
-
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
 	d := &redisDriver{client: client, owned: owned, keys: redisscript.Keys{Prefix: cfg.prefix}, cfg: cfg}
 	_, d.cluster = client.(*redis.ClusterClient)
@@ -71,12 +180,17 @@ func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDrive
 	return d
 }
 
-func newLocker(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
-	var drv driver.Driver = d
+// wrap is the driver with the fair queue's Queuer when it is on.
+func (d *redisDriver) wrap() driver.Driver {
 	if d.cfg.fair {
-		drv = fairDriver{d}
+		return fairDriver{d}
 	}
-	l, err := dlock.NewLocker(drv, opts...)
+	return d
+}
+
+// newLocker wraps d in a Locker (in-package tests and benchmarks).
+func newLocker(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
+	l, err := dlock.NewLocker(d.wrap(), opts...)
 	if err != nil {
 		_ = d.Close()
 	}
@@ -184,7 +298,7 @@ func pttl(v any) time.Duration {
 }
 
 // Refresh runs the refresh script, which never re-creates a missing lock.
-// Under WithReplicaSync it keeps the grant's promise: the refresh counts
+// Under Config.ReplicaSync it keeps the grant's promise: the refresh counts
 // only once WAIT confirms the replicas have it, else it is an error.
 func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
 	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.refreshOnce(ctx, name, token, ttl) })
