@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,8 @@ func TestConfigInvalid(t *testing.T) {
 // default and not with NoFairQueue; closing it leaves the client open.
 func TestConfigDriver(t *testing.T) {
 	c := client(t, testserver.Redis(t).Addr)
-	for _, cfg := range []redislock.Config{{}, {NoFairQueue: true}} {
+	quiet := slog.New(slog.DiscardHandler)
+	for _, cfg := range []redislock.Config{{Logger: quiet}, {Logger: quiet, NoFairQueue: true}} {
 		d, err := cfg.Driver(c)
 		if err != nil {
 			t.Fatalf("%+v: %v", cfg, err)
