@@ -81,10 +81,15 @@
 // bounded by the client's own timeouts, and its outcome is dropped), but
 // setting it is cheaper (Diagnose warns when it is off).
 //
-// Drivers opened from a URL send go-redis's own log lines ("failed to dial
-// after 5 attempts") to slog.Default at Debug level instead of standard
-// error, once per process; a program that passes its own clients to New
-// keeps its go-redis logger.
+// Logging. The driver logs to its Locker's logger: Config.Logger, else
+// the logger of dlock.WithLogger, else slog.Default(). go-redis's own log
+// lines ("failed to dial after 5 attempts", about once a second while a
+// dead server is retried) go there too, at Debug level, with the client's
+// password hidden, instead of standard error; but go-redis has ONE logger
+// per process, not one per client, so they follow the logger of the last
+// Locker that set one (any Locker opened from a URL, or given a logger).
+// A Locker built by New without a logger leaves go-redis's logger as it
+// is, so a program that set its own keeps it.
 //
 // An outage never reads as "held": the driver reports a holder only when
 // Redis itself answered that another token holds the lock (or that the
@@ -131,7 +136,7 @@
 // Locker that finds a legacy key already deleted falls back to the clock
 // floor: fences still rise, under the clock assumption above.
 //
-// A Locker warns once per process per server (log/slog, Config.Logger) when
+// A Locker warns once per process per server (to its logger) when
 // the server has appendonly off: a restart then forgets held locks. The
 // driver's Diagnose (dlock doctor) reports that and the other traps:
 // appendfsync (everysec can lose the last second of grants in a crash),

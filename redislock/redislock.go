@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockdev/dlock"
@@ -66,8 +67,10 @@ type Config struct {
 	// Locker and they race: cheaper per waiter, but a waiter can lose many
 	// races in a row (see the contended benchmarks in the README).
 	NoFairQueue bool
-	// Logger receives the driver's warnings (no URL key). Nil means
-	// slog.Default().
+	// Logger receives the driver's warnings and go-redis's own log lines
+	// (no URL key). Nil means the Locker's logger (dlock.WithLogger), else
+	// slog.Default(); a Logger set here wins over the Locker's. go-redis
+	// has one logger per process: see Logging in the package doc.
 	Logger *slog.Logger
 }
 
@@ -84,29 +87,35 @@ func New(client redis.UniversalClient, opts ...dlock.Option) (*dlock.Locker, err
 // ownership of client; opts become the Locker's defaults. A nil client or
 // an invalid field is an error wrapping dlock.ErrInvalidArgument.
 func (c Config) Locker(client redis.UniversalClient, opts ...dlock.Option) (*dlock.Locker, error) {
-	drv, err := c.Driver(client)
-	if err != nil {
-		return nil, err
-	}
-	l, err := dlock.NewLocker(drv, opts...)
-	if err != nil {
-		_ = drv.Close()
-	}
-	return l, err
-}
-
-// Driver returns the bare driver on client, for callers assembling their
-// own Locker with dlock.NewLocker. Closing the driver leaves client open.
-func (c Config) Driver(client redis.UniversalClient) (driver.Driver, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: nil redis client", dlock.ErrInvalidArgument)
-	}
 	cfg, err := c.resolve()
 	if err != nil {
 		return nil, err
 	}
-	return newDriver(client, cfg, false).wrap(), nil
+	if client == nil {
+		return nil, errNilClient
+	}
+	return newLocker(newDriver(client, cfg, false), opts)
 }
+
+// Driver returns the bare driver on client, for callers assembling their
+// own Locker with dlock.NewLocker. Closing the driver leaves client open.
+// Driver loads the scripts and checks persistence at once, so its warning
+// goes to c.Logger (or slog.Default), not to a logger given later by
+// SetLogger.
+func (c Config) Driver(client redis.UniversalClient) (driver.Driver, error) {
+	cfg, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, errNilClient
+	}
+	d := newDriver(client, cfg, false)
+	d.prepare()
+	return d.wrap(), nil
+}
+
+var errNilClient = fmt.Errorf("%w: nil redis client (want a *redis.Client or *redis.ClusterClient)", dlock.ErrInvalidArgument)
 
 // config is a validated Config with its defaults filled in.
 type config struct {
@@ -114,11 +123,11 @@ type config struct {
 	replicas       int
 	replicaTimeout time.Duration
 	fair           bool
-	logger         *slog.Logger
+	logger         *slog.Logger // Config.Logger: nil unless set
 }
 
 func defaultConfig() config {
-	return config{prefix: redisscript.DefaultPrefix, replicaTimeout: DefaultReplicaTimeout, logger: slog.Default(), fair: true}
+	return config{prefix: redisscript.DefaultPrefix, replicaTimeout: DefaultReplicaTimeout, fair: true}
 }
 
 // resolve validates c and fills in the defaults.
@@ -141,9 +150,7 @@ func (c Config) resolve() (config, error) {
 	if c.ReplicaTimeout != 0 {
 		cfg.replicaTimeout = c.ReplicaTimeout
 	}
-	if c.Logger != nil {
-		cfg.logger = c.Logger
-	}
+	cfg.logger = c.Logger
 	cfg.replicas, cfg.fair = c.ReplicaSync, !c.NoFairQueue
 	return cfg, nil
 }
@@ -155,6 +162,9 @@ type redisDriver struct {
 	owned  bool // opened from a URL: Close closes the client
 	keys   redisscript.Keys
 	cfg    config
+	// logger is cfg.logger, else the Locker's (SetLogger), else nil for
+	// slog.Default() (log).
+	logger atomic.Pointer[slog.Logger]
 	notify *notifier
 	// cluster: one fence counter per hash slot rather than one per server.
 	cluster bool
@@ -172,12 +182,20 @@ func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDrive
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.honours = honoursDeadlines(client)
 	d.notify = newNotifier(client)
-	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
-	defer cancel()
-	if redisscript.Load(ctx, client) == nil {
-		warnPersistence(ctx, client, cfg.logger)
+	if cfg.logger != nil {
+		d.useLogger(cfg.logger)
 	}
 	return d
+}
+
+// prepare is the one-time work after construction (and after SetLogger):
+// loading the scripts, and the persistence warning.
+func (d *redisDriver) prepare() {
+	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
+	defer cancel()
+	if redisscript.Load(ctx, d.client) == nil {
+		warnPersistence(ctx, d.client, d.log())
+	}
 }
 
 // wrap is the driver with the fair queue's Queuer when it is on.
@@ -188,13 +206,17 @@ func (d *redisDriver) wrap() driver.Driver {
 	return d
 }
 
-// newLocker wraps d in a Locker (in-package tests and benchmarks).
+// newLocker wraps d in a Locker, then prepares d: after NewLocker has
+// passed the Locker's logger on (SetLogger), so that the warning goes
+// there.
 func newLocker(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
 	l, err := dlock.NewLocker(d.wrap(), opts...)
 	if err != nil {
 		_ = d.Close()
+		return nil, err
 	}
-	return l, err
+	d.prepare()
+	return l, nil
 }
 
 // ttlMillis converts a TTL to whole milliseconds, rounding down so that the
@@ -384,4 +406,5 @@ var (
 	_ driver.BatchReleaser   = (*redisDriver)(nil)
 	_ driver.Diagnoser       = (*redisDriver)(nil)
 	_ driver.EvictionWatcher = (*redisDriver)(nil)
+	_ driver.LogSetter       = (*redisDriver)(nil)
 )

@@ -47,12 +47,18 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	redisscript.RouteLogs()
+	// The Locker's logger (dlock.WithLogger, else slog.Default) gets
+	// go-redis's lines from the first dial on, and the driver's warning.
+	logger := driver.LoggerFrom(ctx)
+	routeLogs(client, logger)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("redislock: connect: %w", scrub(err, rawURL))
 	}
-	return newDriver(client, cfg, true).wrap(), nil
+	d := newDriver(client, cfg, true)
+	d.SetLogger(logger)
+	d.prepare()
+	return d.wrap(), nil
 }
 
 // parseURL splits the driver's own query keys from go-redis's, and builds
