@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// prepareTimeout bounds the one-time work of New (loading the scripts,
+// prepareTimeout bounds the one-time work of prepare (loading the scripts,
 // reading the persistence settings). Failing it is not an error: the
 // scripts load on first use and the warning is skipped.
 const prepareTimeout = 2 * time.Second
