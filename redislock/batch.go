@@ -13,7 +13,7 @@ import (
 // call per hash slot (a single call on a single server), all sent in one
 // pipeline, so a Cluster costs one round trip per node.
 //
-// Under WithReplicaSync each slot's batch runs on a connection to its
+// Under Config.ReplicaSync each slot's batch runs on a connection to its
 // primary followed by WAIT; a batch the replicas did not confirm fails as
 // a whole (every lease in it unconfirmed, none reported lost).
 func (d *redisDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {

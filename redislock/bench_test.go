@@ -176,7 +176,7 @@ func BenchmarkUncontended(b *testing.B) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 128, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { _ = c.Close() })
 	for _, fair := range []bool{true, false} {
-		l := locker(b, c, redislock.WithFairQueue(fair))
+		l := lockerWith(b, c, redislock.Config{NoFairQueue: !fair})
 		b.Cleanup(func() { _ = l.Close() })
 		for _, g := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("fair=%v/G=%d", fair, g), func(b *testing.B) {
@@ -247,7 +247,7 @@ func BenchmarkContended(b *testing.B) {
 	srv := testserver.Redis(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 128, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { _ = c.Close() })
-	fair, race := redislock.WithFairQueue(true), redislock.WithFairQueue(false)
+	fair, race := redislock.Config{}, redislock.Config{NoFairQueue: true}
 	b.Run("raw-busy-poll", func(b *testing.B) {
 		benchwork.Contended(b, 16, rawPoll(c, "contended/"+newToken())).Report(b)
 	})
@@ -259,12 +259,12 @@ func BenchmarkContended(b *testing.B) {
 
 // contended runs 16 workers on n Lockers (16: one each, like separate
 // processes; 1: all share one Locker and its subscription).
-func contended(b *testing.B, c redis.UniversalClient, n int, opts ...redislock.Option) {
+func contended(b *testing.B, c redis.UniversalClient, n int, cfg redislock.Config) {
 	const workers = 16
 	lockers := make([]*dlock.Locker, workers)
 	for i := range lockers {
 		if i < n {
-			lockers[i] = locker(b, c, opts...)
+			lockers[i] = lockerWith(b, c, cfg)
 			b.Cleanup(func() { _ = lockers[i].Close() })
 		} else {
 			lockers[i] = lockers[i%n]

@@ -28,15 +28,15 @@ func TestConformance(t *testing.T) {
 func TestConformanceRacing(t *testing.T) {
 	srv := testserver.Redis(t)
 	admin := client(t, srv.Addr)
-	racing := redislock.WithFairQueue(false)
+	racing := redislock.Config{NoFairQueue: true}
 	dlocktest.Run(t, dlocktest.Harness{
-		New:    func(t testing.TB) *dlock.Locker { return locker(t, client(t, srv.Addr), racing) },
+		New:    func(t testing.TB) *dlock.Locker { return lockerWith(t, client(t, srv.Addr), racing) },
 		URL:    srv.URL() + "?fair=false",
 		Expire: func(t testing.TB, name string) { expire(t, admin, name) },
 		Steal:  func(t testing.TB, name string) { steal(t, admin, name) },
 		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
 			srv := testserver.Redis(t)
-			return locker(t, client(t, srv.Addr), racing), srv.Stop
+			return lockerWith(t, client(t, srv.Addr), racing), srv.Stop
 		},
 	})
 }

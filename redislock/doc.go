@@ -3,6 +3,7 @@
 //
 //	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	locker, err := redislock.New(client)
+//	// or: redislock.Config{Prefix: "billing:", ReplicaSync: 1}.Locker(client)
 //	...
 //	lease, err := locker.Acquire(ctx, "billing/run", dlock.WithTTL(10*time.Second))
 //
@@ -17,7 +18,7 @@
 // fallback for a lost message or an expiry. The watchdog refreshes many
 // leases in one script call per batch (per hash slot in a Cluster).
 //
-// By default (WithFairQueue, URL key fair) it goes further: waiters queue
+// By default (unless Config.NoFairQueue, URL key fair=false) it goes further: waiters queue
 // in Redis, first come first served, and a release hands the lock
 // straight to the live waiter at the head of the queue, with a fresh
 // fence, inside the release script: the message on that waiter's own
@@ -28,7 +29,7 @@
 // A waiter that gave up while the lock was being handed to it frees it
 // when it leaves the queue (and the portable layer releases its token).
 // Lockers without the fair queue respect the queue too. Under
-// WithReplicaSync the release does not hand off: the head is told to try,
+// Config.ReplicaSync the release does not hand off: the head is told to try,
 // so that its grant is confirmed by WAIT.
 //
 // The uncontended acquire is one script of four server calls (TIME;
@@ -64,11 +65,12 @@
 //
 // The URL goes to go-redis's ParseURL (or ParseClusterURL when it has addr
 // keys or cluster=true), so every go-redis option key works (dial_timeout,
-// pool_size, protocol, ...). The driver's own keys are prefix (key prefix,
-// default "dlock:"), fair (WithFairQueue), replica_sync (WithReplicaSync)
-// and replica_timeout (WithReplicaTimeout), and context_timeout_enabled
-// (go-redis's Options.ContextTimeoutEnabled, which go-redis's ParseURL
-// does not read): it defaults to true, so that every call returns by its
+// pool_size, protocol, ...). The driver's own keys are those of Config:
+// prefix (Prefix; an empty one is an error), fair (false sets
+// NoFairQueue), replica_sync (ReplicaSync) and replica_timeout
+// (ReplicaTimeout); then cluster, and context_timeout_enabled (go-redis's
+// Options.ContextTimeoutEnabled, which go-redis's ParseURL does not
+// read): it defaults to true, so that every call returns by its
 // context's deadline even when the server is frozen; false restores
 // go-redis's behaviour (a stalled read waits out read_timeout, and is
 // retried). dlock.Open's ttl, wait and owner are handled before.
@@ -79,10 +81,15 @@
 // bounded by the client's own timeouts, and its outcome is dropped), but
 // setting it is cheaper (Diagnose warns when it is off).
 //
-// Drivers opened from a URL send go-redis's own log lines ("failed to dial
-// after 5 attempts") to slog.Default at Debug level instead of standard
-// error, once per process; a program that passes its own clients to New
-// keeps its go-redis logger.
+// Logging. The driver logs to its Locker's logger: Config.Logger, else
+// the logger of dlock.WithLogger, else slog.Default(). go-redis's own log
+// lines ("failed to dial after 5 attempts", about once a second while a
+// dead server is retried) go there too, at Debug level, with the client's
+// password hidden, instead of standard error; but go-redis has ONE logger
+// per process, not one per client, so they follow the logger of the last
+// Locker that set one (any Locker opened from a URL, or given a logger).
+// A Locker built by New without a logger leaves go-redis's logger as it
+// is, so a program that set its own keeps it.
 //
 // An outage never reads as "held": the driver reports a holder only when
 // Redis itself answered that another token holds the lock (or that the
@@ -129,7 +136,7 @@
 // Locker that finds a legacy key already deleted falls back to the clock
 // floor: fences still rise, under the clock assumption above.
 //
-// A Locker warns once per process per server (log/slog, WithLogger) when
+// A Locker warns once per process per server (to its logger) when
 // the server has appendonly off: a restart then forgets held locks. The
 // driver's Diagnose (dlock doctor) reports that and the other traps:
 // appendfsync (everysec can lose the last second of grants in a crash),
@@ -144,7 +151,7 @@
 // fenced: mutual exclusion holds while leases are refreshed, and a pause
 // longer than the TTL is caught by the fence. Redis replication is
 // asynchronous: a failover can promote a replica that never received a
-// grant, and a second holder can then acquire. WithReplicaSync(n) closes
+// grant, and a second holder can then acquire. Config.ReplicaSync = n closes
 // most of that window: a grant, and every refresh, counts only after WAIT
 // confirms n replicas have it. A refresh the replicas do not confirm in
 // time is an error (not a success), so the watchdog declares the lease

@@ -18,6 +18,7 @@ func testDriver(t *testing.T, c redis.UniversalClient) *redisDriver {
 	cfg := defaultConfig()
 	cfg.logger = slog.New(slog.DiscardHandler)
 	d := newDriver(c, cfg, false)
+	d.prepare()
 	t.Cleanup(func() { _ = d.Close() })
 	return d
 }

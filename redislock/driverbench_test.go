@@ -24,6 +24,7 @@ func BenchmarkDriverCycle(b *testing.B) {
 	cfg := defaultConfig()
 	cfg.logger = slog.New(slog.DiscardHandler)
 	d := newDriver(c, cfg, false)
+	d.prepare()
 	b.Cleanup(func() { _ = d.Close() })
 	ctx := context.Background()
 	del := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)

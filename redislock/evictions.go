@@ -25,7 +25,7 @@ func (d *redisDriver) evictionChannel() string { return d.cfg.prefix + "evicted"
 func (d *redisDriver) publishEviction(ctx context.Context, name string, fence uint64) {
 	payload := strconv.FormatUint(fence, 10) + " " + name
 	if err := d.client.Publish(ctx, d.evictionChannel(), payload).Err(); err != nil {
-		d.cfg.logger.DebugContext(ctx, "redislock: eviction not announced; the holder learns at its next refresh",
+		d.log().DebugContext(ctx, "redislock: eviction not announced; the holder learns at its next refresh",
 			"lock", name, "fence", fence, "error", err)
 	}
 }

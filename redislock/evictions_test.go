@@ -56,9 +56,15 @@ func TestWatchEvictions(t *testing.T) {
 	if _, open := <-ch; open {
 		t.Error("the eviction channel is open after stop")
 	}
-	if n := c.PubSubNumSub(ctx, channel).Val()[channel]; n != 0 {
-		t.Errorf("NUMSUB %s = %d after stop, want 0", channel, n)
+	// stop sends UNSUBSCRIBE without waiting for the server's reply, so
+	// this connection's NUMSUB may run first: wait for it, bounded.
+	var n int64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n = c.PubSubNumSub(ctx, channel).Val()[channel]; n == 0 {
+			return
+		}
 	}
+	t.Errorf("NUMSUB %s = %d for 5s after stop, want 0", channel, n)
 }
 
 func TestParseEviction(t *testing.T) {

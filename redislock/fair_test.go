@@ -20,7 +20,7 @@ func TestFairQueueOrder(t *testing.T) {
 	srv := testserver.Redis(t)
 	ctx := ctxT(t)
 	opts := []dlock.Option{dlock.WithTTL(10 * time.Second), dlock.WithWait(30 * time.Second)}
-	holder := locker(t, client(t, srv.Addr), redislock.WithFairQueue(true))
+	holder := lockerWith(t, client(t, srv.Addr), redislock.Config{NoFairQueue: false})
 	defer holder.Close()
 	first, err := holder.Acquire(ctx, "fair/order", opts...)
 	if err != nil {
@@ -31,7 +31,7 @@ func TestFairQueueOrder(t *testing.T) {
 	var wg sync.WaitGroup
 	admin := client(t, srv.Addr)
 	for i := range 5 {
-		l := locker(t, client(t, srv.Addr), redislock.WithFairQueue(true))
+		l := lockerWith(t, client(t, srv.Addr), redislock.Config{NoFairQueue: false})
 		defer l.Close()
 		wg.Go(func() {
 			ls, err := l.Acquire(ctx, "fair/order", opts...)
@@ -103,7 +103,7 @@ func TestFairQueueLeave(t *testing.T) {
 	srv := testserver.Redis(t)
 	c := client(t, srv.Addr)
 	ctx := ctxT(t)
-	l := locker(t, c, redislock.WithFairQueue(true))
+	l := lockerWith(t, c, redislock.Config{NoFairQueue: false})
 	defer l.Close()
 	ls, err := l.Acquire(ctx, "fair/leave", dlock.WithTTL(time.Minute))
 	if err != nil {
@@ -151,7 +151,7 @@ func TestFairHandOff(t *testing.T) {
 	ctx := ctxT(t)
 	hook := &shaCounter{sha: redisscript.Acquire.Hash()}
 	c.AddHook(hook)
-	l := locker(t, c, redislock.WithFairQueue(true))
+	l := lockerWith(t, c, redislock.Config{NoFairQueue: false})
 	defer l.Close()
 	holder, err := l.Acquire(ctx, "fair/handoff", dlock.WithTTL(time.Minute))
 	if err != nil {

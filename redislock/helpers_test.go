@@ -38,13 +38,23 @@ func client(t testing.TB, addrs ...string) redis.UniversalClient {
 	return c
 }
 
-// locker opens a Locker on its own client; the caller closes it.
-func locker(t testing.TB, c redis.UniversalClient, opts ...redislock.Option) *dlock.Locker {
+// locker opens a Locker with the default Config on its own client; the
+// caller closes it.
+func locker(t testing.TB, c redis.UniversalClient) *dlock.Locker {
 	t.Helper()
-	quiet := redislock.WithLogger(slog.New(slog.DiscardHandler))
-	l, err := redislock.New(c, append([]redislock.Option{quiet}, opts...)...)
+	return lockerWith(t, c, redislock.Config{})
+}
+
+// lockerWith opens a Locker configured by cfg (its warnings discarded
+// unless cfg has a Logger) on its own client; the caller closes it.
+func lockerWith(t testing.TB, c redis.UniversalClient, cfg redislock.Config) *dlock.Locker {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	l, err := cfg.Locker(c)
 	if err != nil {
-		t.Fatalf("redislock.New: %v", err)
+		t.Fatalf("redislock.Config.Locker: %v", err)
 	}
 	return l
 }

@@ -24,9 +24,9 @@ func TestPersistenceWarning(t *testing.T) {
 	for _, c := range cases {
 		srv := testserver.Redis(t, c.args...)
 		var buf bytes.Buffer
-		log := redislock.WithLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+		cfg := redislock.Config{Logger: slog.New(slog.NewTextHandler(&buf, nil))}
 		for range 2 {
-			l, err := redislock.New(client(t, srv.Addr), log)
+			l, err := cfg.Locker(client(t, srv.Addr))
 			if err != nil {
 				t.Fatal(err)
 			}

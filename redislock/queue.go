@@ -22,7 +22,7 @@ const (
 	waiterPoll  = time.Second
 )
 
-// fairDriver is the driver with driver.Queuer, under WithFairQueue.
+// fairDriver is the driver with driver.Queuer, unless Config.NoFairQueue.
 type fairDriver struct{ *redisDriver }
 
 var _ driver.Queuer = fairDriver{}

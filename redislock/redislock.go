@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockdev/dlock"
@@ -14,10 +16,144 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// prepareTimeout bounds the one-time work of New (loading the scripts,
+// prepareTimeout bounds the one-time work of prepare (loading the scripts,
 // reading the persistence settings). Failing it is not an error: the
 // scripts load on first use and the warning is skipped.
 const prepareTimeout = 2 * time.Second
+
+// DefaultReplicaTimeout bounds WAIT when Config.ReplicaSync is set and
+// Config.ReplicaTimeout is not.
+const DefaultReplicaTimeout = time.Second
+
+// Limits of the Config fields.
+const (
+	maxPrefix         = 64
+	maxReplicaSync    = 64
+	minReplicaTimeout = time.Millisecond
+	maxReplicaTimeout = time.Minute
+)
+
+// Config says where a Locker keeps its locks in Redis and how grants are
+// confirmed. The zero value is the defaults (New's); each field names its
+// URL query key.
+type Config struct {
+	// Prefix starts every key and channel (URL key prefix; default
+	// redisscript's "dlock:", also for ""): at most 64 bytes. Lockers
+	// that should exclude each other must use the same prefix.
+	Prefix string
+	// ReplicaSync makes a grant, and every refresh, count only once WAIT
+	// confirms that this many replicas have it (URL key replica_sync;
+	// default 0: off; at most 64). A grant that reaches fewer replicas
+	// within ReplicaTimeout is released and reported as an error, so a
+	// failover to a replica cannot forget a lock it never received. It
+	// costs a second round trip per grant, and needs a *redis.Client or
+	// *redis.ClusterClient.
+	ReplicaSync int
+	// ReplicaTimeout bounds the WAIT of ReplicaSync (URL key
+	// replica_timeout; default DefaultReplicaTimeout, also for 0; from
+	// 1ms to 1m).
+	ReplicaTimeout time.Duration
+	// NoFairQueue turns off the fair queue (URL key fair=false). By
+	// default Acquire waits in a first-come first-served queue kept in
+	// Redis: under contention each release wakes only the waiter at the
+	// head of the queue (and hands it the lock), instead of every waiter
+	// racing for it, so handoffs cost one attempt and no waiter starves.
+	// A waiter that dies leaves the queue within a few seconds (it stops
+	// renewing its place), and the lock waits for it meanwhile. Lockers
+	// without the queue still respect it: they take a free lock only when
+	// nobody is queued, and are not woken while waiters queue (they
+	// poll), so give every Locker that contends for a name the same
+	// setting. Without it, each release wakes the longest waiter of every
+	// Locker and they race: cheaper per waiter, but a waiter can lose many
+	// races in a row (see the contended benchmarks in the README).
+	NoFairQueue bool
+	// Logger receives the driver's warnings and go-redis's own log lines
+	// (no URL key). Nil means the Locker's logger (dlock.WithLogger), else
+	// slog.Default(); a Logger set here wins over the Locker's. go-redis
+	// has one logger per process: see Logging in the package doc.
+	Logger *slog.Logger
+}
+
+// New returns a Locker that keeps its locks on the caller's Redis, through
+// client: a *redis.Client, a *redis.ClusterClient (or any go-redis v9
+// UniversalClient), with the default Config: it is
+// Config{}.Locker(client, opts...). The caller keeps ownership of client:
+// Locker.Close does not close it. opts become the Locker's defaults.
+func New(client redis.UniversalClient, opts ...dlock.Option) (*dlock.Locker, error) {
+	return Config{}.Locker(client, opts...)
+}
+
+// Locker returns a Locker on client configured by c. The caller keeps
+// ownership of client; opts become the Locker's defaults. A nil client or
+// an invalid field is an error wrapping dlock.ErrInvalidArgument.
+func (c Config) Locker(client redis.UniversalClient, opts ...dlock.Option) (*dlock.Locker, error) {
+	cfg, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, errNilClient
+	}
+	return newLocker(newDriver(client, cfg, false), opts)
+}
+
+// Driver returns the bare driver on client, for callers assembling their
+// own Locker with dlock.NewLocker. Closing the driver leaves client open.
+// Driver loads the scripts and checks persistence at once, so its warning
+// goes to c.Logger (or slog.Default), not to a logger given later by
+// SetLogger.
+func (c Config) Driver(client redis.UniversalClient) (driver.Driver, error) {
+	cfg, err := c.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, errNilClient
+	}
+	d := newDriver(client, cfg, false)
+	d.prepare()
+	return d.wrap(), nil
+}
+
+var errNilClient = fmt.Errorf("%w: nil redis client (want a *redis.Client or *redis.ClusterClient)", dlock.ErrInvalidArgument)
+
+// config is a validated Config with its defaults filled in.
+type config struct {
+	prefix         string
+	replicas       int
+	replicaTimeout time.Duration
+	fair           bool
+	logger         *slog.Logger // Config.Logger: nil unless set
+}
+
+func defaultConfig() config {
+	return config{prefix: redisscript.DefaultPrefix, replicaTimeout: DefaultReplicaTimeout, fair: true}
+}
+
+// resolve validates c and fills in the defaults.
+func (c Config) resolve() (config, error) {
+	cfg := defaultConfig()
+	switch {
+	case len(c.Prefix) > maxPrefix:
+		return cfg, fmt.Errorf("%w: redislock.Config.Prefix (URL key prefix) %.16q... is %d bytes, at most %d",
+			dlock.ErrInvalidArgument, c.Prefix, len(c.Prefix), maxPrefix)
+	case c.ReplicaSync < 0 || c.ReplicaSync > maxReplicaSync:
+		return cfg, fmt.Errorf("%w: redislock.Config.ReplicaSync (URL key replica_sync) %d out of range [0, %d]: the number of replicas WAIT must confirm",
+			dlock.ErrInvalidArgument, c.ReplicaSync, maxReplicaSync)
+	case c.ReplicaTimeout != 0 && (c.ReplicaTimeout < minReplicaTimeout || c.ReplicaTimeout > maxReplicaTimeout):
+		return cfg, fmt.Errorf("%w: redislock.Config.ReplicaTimeout (URL key replica_timeout) %s out of range [%s, %s] (0 means %s)",
+			dlock.ErrInvalidArgument, c.ReplicaTimeout, minReplicaTimeout, maxReplicaTimeout, DefaultReplicaTimeout)
+	}
+	if c.Prefix != "" {
+		cfg.prefix = c.Prefix
+	}
+	if c.ReplicaTimeout != 0 {
+		cfg.replicaTimeout = c.ReplicaTimeout
+	}
+	cfg.logger = c.Logger
+	cfg.replicas, cfg.fair = c.ReplicaSync, !c.NoFairQueue
+	return cfg, nil
+}
 
 // redisDriver implements driver.Driver and its optional Notifier,
 // BatchRefresher, Lister and ForceReleaser on one go-redis client.
@@ -26,6 +162,9 @@ type redisDriver struct {
 	owned  bool // opened from a URL: Close closes the client
 	keys   redisscript.Keys
 	cfg    config
+	// logger is cfg.logger, else the Locker's (SetLogger), else nil for
+	// slog.Default() (log).
+	logger atomic.Pointer[slog.Logger]
 	notify *notifier
 	// cluster: one fence counter per hash slot rather than one per server.
 	cluster bool
@@ -38,153 +177,50 @@ type redisDriver struct {
 	bg sync.WaitGroup
 }
 
-// New returns a Locker that keeps its locks on the caller's Redis, through
-// client: a *redis.Client, a *redis.ClusterClient (or any go-redis v9
-// UniversalClient). The caller keeps ownership of client: Locker.Close
-// does not close it.
-func New(client redis.UniversalClient, opts ...Option) (*dlock.Locker, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: nil redis client", dlock.ErrInvalidArgument)
-	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	if cfg.err != nil {
-		return nil, cfg.err
-	}
-	return newLocker(newDriver(client, cfg, false), cfg.defaults)
-}
-
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
 	d := &redisDriver{client: client, owned: owned, keys: redisscript.Keys{Prefix: cfg.prefix}, cfg: cfg}
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.honours = honoursDeadlines(client)
 	d.notify = newNotifier(client)
-	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
-	defer cancel()
-	if redisscript.Load(ctx, client) == nil {
-		warnPersistence(ctx, client, cfg.logger)
+	if cfg.logger != nil {
+		d.useLogger(cfg.logger)
 	}
 	return d
 }
 
-func newLocker(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
-	var drv driver.Driver = d
-	if d.cfg.fair {
-		drv = fairDriver{d}
+// prepare is the one-time work after construction (and after SetLogger):
+// loading the scripts, and the persistence warning.
+func (d *redisDriver) prepare() {
+	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
+	defer cancel()
+	if redisscript.Load(ctx, d.client) == nil {
+		warnPersistence(ctx, d.client, d.log())
 	}
-	l, err := dlock.NewLocker(drv, opts...)
+}
+
+// wrap is the driver with the fair queue's Queuer when it is on.
+func (d *redisDriver) wrap() driver.Driver {
+	if d.cfg.fair {
+		return fairDriver{d}
+	}
+	return d
+}
+
+// newLocker wraps d in a Locker, then prepares d: after NewLocker has
+// passed the Locker's logger on (SetLogger), so that the warning goes
+// there.
+func newLocker(d *redisDriver, opts []dlock.Option) (*dlock.Locker, error) {
+	l, err := dlock.NewLocker(d.wrap(), opts...)
 	if err != nil {
 		_ = d.Close()
+		return nil, err
 	}
-	return l, err
-}
-
-// ttlMillis converts a TTL to whole milliseconds, rounding down so that the
-// server never keeps a lock longer than the holder was told.
-func ttlMillis(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
-
-// TryAcquire runs the acquire script: one round trip that takes the lock
-// and issues its fence, or describes the holder.
-func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	g, _, err := d.attempt(ctx, req, 0)
-	return g, err
-}
-
-// attempt is one acquire (with WAIT for replicas when configured). It also
-// returns the server's clock (µs) when the script ran.
-func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
-	type reply struct {
-		g  driver.Grant
-		us uint64
-	}
-	r, err := bounded(ctx, d, func() (reply, error) {
-		var r reply
-		var err error
-		if d.cfg.replicas > 0 {
-			r.g, r.us, err = d.acquireSynced(ctx, req, lease)
-		} else {
-			r.g, r.us, err = d.acquire(ctx, d.client, req, lease)
-		}
-		return r, err
-	})
-	return r.g, r.us, err
-}
-
-// acquire runs the acquire script once; with a waiter lease, a caller that
-// is not granted joins (or stays in) the name's queue.
-func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
-	reply, err := d.acquireCmd(ctx, c, req, lease).Slice()
-	if err != nil {
-		return driver.Grant{}, 0, redisscript.Classify(err)
-	}
-	g, err := parseGrant(req.Name, reply)
-	if err != nil {
-		return driver.Grant{}, 0, err
-	}
-	us, _ := parseFence(reply[len(reply)-1])
-	return g, us, nil
-}
-
-// acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
-func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) *redis.Cmd {
-	keys := d.keys.Set(req.Name, d.cluster)
-	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds())
-}
-
-// parseGrant reads {1, fence, time} or {0, fence, owner, pttl, time}. Only
-// a well-formed "held" reply, which is Redis itself saying that another
-// token holds the lock (or that the queue reserves it), yields a Grant
-// that is not acquired; anything else is an error, never a holder.
-func parseGrant(name string, reply []any) (driver.Grant, error) {
-	bad := func() (driver.Grant, error) {
-		return driver.Grant{}, fmt.Errorf("redislock: unexpected acquire reply %v", reply)
-	}
-	if len(reply) < 2 {
-		return bad()
-	}
-	fence, err := parseFence(reply[1])
-	if err != nil {
-		return driver.Grant{}, err
-	}
-	code, _ := reply[0].(int64)
-	switch {
-	case code == 1 && reply[0] != nil:
-		return driver.Grant{Acquired: true, Fence: fence}, nil
-	case code != 0 || len(reply) < 4:
-		return bad()
-	}
-	owner, ok1 := reply[2].(string)
-	ms, ok2 := reply[3].(int64)
-	if !ok1 || !ok2 {
-		return bad()
-	}
-	return driver.Grant{Holder: driver.Holder{Name: name, Owner: owner, Fence: fence, TTL: pttl(ms)}}, nil
-}
-
-func parseFence(v any) (uint64, error) {
-	s, _ := v.(string)
-	f, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("redislock: fence %v is not a number", v)
-	}
-	return f, nil
-}
-
-// pttl converts a PTTL reply: negative (no TTL, or gone) stays negative.
-func pttl(v any) time.Duration {
-	ms, ok := v.(int64)
-	if !ok || ms < 0 {
-		return -1
-	}
-	return time.Duration(ms) * time.Millisecond
+	d.prepare()
+	return l, nil
 }
 
 // Refresh runs the refresh script, which never re-creates a missing lock.
-// Under WithReplicaSync it keeps the grant's promise: the refresh counts
+// Under Config.ReplicaSync it keeps the grant's promise: the refresh counts
 // only once WAIT confirms the replicas have it, else it is an error.
 func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
 	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.refreshOnce(ctx, name, token, ttl) })
@@ -270,4 +306,5 @@ var (
 	_ driver.BatchReleaser   = (*redisDriver)(nil)
 	_ driver.Diagnoser       = (*redisDriver)(nil)
 	_ driver.EvictionWatcher = (*redisDriver)(nil)
+	_ driver.LogSetter       = (*redisDriver)(nil)
 )

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// acquireSynced is TryAcquire under WithReplicaSync: the script and WAIT
+// acquireSynced is TryAcquire under Config.ReplicaSync: the script and WAIT
 // run on one connection (WAIT counts the replicas that have this
 // connection's writes), and a grant that too few replicas confirmed is
 // released on that connection before the error is returned.
@@ -44,13 +44,13 @@ func (d *redisDriver) primaryFor(ctx context.Context, key string) (*redis.Client
 	case *redis.ClusterClient:
 		return c.MasterForKey(ctx, key)
 	default:
-		return nil, fmt.Errorf("redislock: WithReplicaSync needs a *redis.Client or *redis.ClusterClient, not %T", d.client)
+		return nil, fmt.Errorf("redislock: Config.ReplicaSync (replica_sync) needs a *redis.Client or *redis.ClusterClient, not %T", d.client)
 	}
 }
 
 // errUnconfirmed reports a refresh that too few replicas confirmed. It is
 // not driver.ErrNotHeld: the lease may well be held, but the promise of
-// WithReplicaSync (a failover cannot lose it) is not kept, so the
+// Config.ReplicaSync (a failover cannot lose it) is not kept, so the
 // watchdog must count the refresh as failed and try again, and declare
 // the lease lost if no refresh is confirmed in time.
 func (d *redisDriver) errUnconfirmed(what string, n int64, err error) error {

@@ -38,18 +38,18 @@ func TestReplicaSync(t *testing.T) {
 	c := client(t, primary.Addr)
 	ctx := ctxT(t)
 
-	one := locker(t, c, redislock.WithReplicaSync(1))
+	one := lockerWith(t, c, redislock.Config{ReplicaSync: 1})
 	defer one.Close()
 	ls, err := one.TryAcquire(ctx, "replica/ok", dlock.WithTTL(time.Minute))
 	if err != nil {
-		t.Fatalf("WithReplicaSync(1) with one replica: %v", err)
+		t.Fatalf("ReplicaSync 1 with one replica: %v", err)
 	}
 	if v, err := client(t, replica.Addr).Get(ctx, keys.Lock("replica/ok")).Result(); err != nil || !strings.HasPrefix(v, ls.Token()) {
 		t.Errorf("replica has %q, %v right after the grant; want the lease's token", v, err)
 	}
 	_ = ls.Release(ctx)
 
-	two := locker(t, c, redislock.WithReplicaSync(2), redislock.WithReplicaTimeout(100*time.Millisecond))
+	two := lockerWith(t, c, redislock.Config{ReplicaSync: 2, ReplicaTimeout: 100 * time.Millisecond})
 	defer two.Close()
 	expectUnsynced(t, two, c, "replica/two")
 
@@ -89,7 +89,7 @@ func TestReplicaSyncRefresh(t *testing.T) {
 	primary, replica := primaryWithReplica(t)
 	c := client(t, primary.Addr)
 	ctx := ctxT(t)
-	l := locker(t, c, redislock.WithReplicaSync(1), redislock.WithReplicaTimeout(500*time.Millisecond))
+	l := lockerWith(t, c, redislock.Config{ReplicaSync: 1, ReplicaTimeout: 500 * time.Millisecond})
 	defer l.Close()
 	ls, err := l.TryAcquire(ctx, "replica/refresh", dlock.WithTTL(3*time.Second), dlock.WithAutoRefresh(false))
 	if err != nil {

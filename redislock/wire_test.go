@@ -77,16 +77,16 @@ func (c *counter) reset() (int, map[string]int) {
 // 2,000 commands (one per acquire, fence included, one per release), with
 // TryAcquire and Acquire, with and without the fair queue.
 func TestWireCount(t *testing.T) {
-	t.Run("default", func(t *testing.T) { testWireCount(t) })
-	t.Run("fair", func(t *testing.T) { testWireCount(t, redislock.WithFairQueue(true)) })
+	t.Run("default", func(t *testing.T) { testWireCount(t, redislock.Config{}) })
+	t.Run("fair", func(t *testing.T) { testWireCount(t, redislock.Config{NoFairQueue: false}) })
 }
 
-func testWireCount(t *testing.T, opts ...redislock.Option) {
+func testWireCount(t *testing.T, cfg redislock.Config) {
 	srv := testserver.Redis(t)
 	c := client(t, srv.Addr)
 	var hook counter
 	c.AddHook(&hook)
-	l := locker(t, c, opts...)
+	l := lockerWith(t, c, cfg)
 	defer l.Close()
 	setup, setupCmds := hook.reset()
 	t.Logf("New sent %d commands: %v", setup, setupCmds)

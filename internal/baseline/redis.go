@@ -21,7 +21,7 @@ return 0`
 
 // openRedis compares redislock with SET NX PX + INCR fence + Lua release.
 func openRedis(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.Option) (*Target, error) {
-	ropts, newClient, err := redisURL(u)
+	rcfg, newClient, err := redisURL(u)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func openRedis(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.
 	drt := &Counter{}
 	dc, err := mk(drt)
 	if err == nil {
-		err = t.redisSides(ctx, dc, drt, ropts, opts, ttl, mk)
+		err = t.redisSides(ctx, dc, drt, rcfg, opts, ttl, mk)
 	}
 	if err != nil {
 		t.Close()
@@ -56,10 +56,10 @@ func openRedis(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.
 }
 
 // redisSides sets up both sides, each on a client of its own.
-func (t *Target) redisSides(ctx context.Context, dc redis.UniversalClient, drt *Counter, ropts []redislock.Option, opts []dlock.Option,
+func (t *Target) redisSides(ctx context.Context, dc redis.UniversalClient, drt *Counter, rcfg redislock.Config, opts []dlock.Option,
 	ttl time.Duration, mk func(*Counter) (redis.UniversalClient, error)) error {
 	newLocker := func(o ...dlock.Option) (*dlock.Locker, error) {
-		return redislock.New(dc, append(ropts, redislock.WithDefaults(append(opts, o...)...))...)
+		return rcfg.Locker(dc, append(opts[:len(opts):len(opts)], o...)...)
 	}
 	t.NewLocker = newLocker
 	var err error
@@ -79,11 +79,11 @@ func (t *Target) redisSides(ctx context.Context, dc redis.UniversalClient, drt *
 	return nil
 }
 
-// redisURL maps redislock's own query keys to options and returns a
+// redisURL maps redislock's own query keys to a Config and returns a
 // constructor of go-redis clients for the rest of the URL.
-func redisURL(u *url.URL) ([]redislock.Option, func() redis.UniversalClient, error) {
+func redisURL(u *url.URL) (redislock.Config, func() redis.UniversalClient, error) {
 	q := u.Query()
-	var ropts []redislock.Option
+	var rcfg redislock.Config
 	cluster := q.Has("addr")
 	for _, k := range []string{"cluster", "fair"} {
 		if !q.Has(k) {
@@ -91,22 +91,24 @@ func redisURL(u *url.URL) ([]redislock.Option, func() redis.UniversalClient, err
 		}
 		on, err := strconv.ParseBool(q.Get(k))
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: redis URL query %s=%q: want true or false", dlock.ErrInvalidArgument, k, q.Get(k))
+			return rcfg, nil, fmt.Errorf("%w: redis URL query %s=%q: want true or false", dlock.ErrInvalidArgument, k, q.Get(k))
 		}
 		if k == "cluster" {
 			cluster = cluster || on
 		} else {
-			ropts = append(ropts, redislock.WithFairQueue(on))
+			rcfg.NoFairQueue = !on
 		}
 		q.Del(k)
 	}
 	if q.Has("prefix") {
-		ropts = append(ropts, redislock.WithPrefix(q.Get("prefix")))
+		if rcfg.Prefix = q.Get("prefix"); rcfg.Prefix == "" {
+			return rcfg, nil, fmt.Errorf("%w: redis URL query prefix is empty: give a key prefix, or leave the key out for the default", dlock.ErrInvalidArgument)
+		}
 		q.Del("prefix")
 	}
 	for _, k := range []string{"replica_sync", "replica_timeout"} {
 		if q.Has(k) {
-			return nil, nil, fmt.Errorf("%w: redis URL query %s: not supported by bench --compare (the baseline does not wait for replicas)", dlock.ErrInvalidArgument, k)
+			return rcfg, nil, fmt.Errorf("%w: redis URL query %s: not supported by bench --compare (the baseline does not wait for replicas)", dlock.ErrInvalidArgument, k)
 		}
 	}
 	v := *u
@@ -114,15 +116,15 @@ func redisURL(u *url.URL) ([]redislock.Option, func() redis.UniversalClient, err
 	if cluster {
 		o, err := redis.ParseClusterURL(v.String())
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: redis cluster URL: %s", dlock.ErrInvalidArgument, scrubURLErr(err, u))
+			return rcfg, nil, fmt.Errorf("%w: redis cluster URL: %s", dlock.ErrInvalidArgument, scrubURLErr(err, u))
 		}
-		return ropts, func() redis.UniversalClient { return redis.NewClusterClient(o) }, nil
+		return rcfg, func() redis.UniversalClient { return redis.NewClusterClient(o) }, nil
 	}
 	o, err := redis.ParseURL(v.String())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: redis URL: %s", dlock.ErrInvalidArgument, scrubURLErr(err, u))
+		return rcfg, nil, fmt.Errorf("%w: redis URL: %s", dlock.ErrInvalidArgument, scrubURLErr(err, u))
 	}
-	return ropts, func() redis.UniversalClient { return redis.NewClient(o) }, nil
+	return rcfg, func() redis.UniversalClient { return redis.NewClient(o) }, nil
 }
 
 // scrubURLErr is err's text without the URL's password.

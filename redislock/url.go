@@ -47,37 +47,42 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	redisscript.RouteLogs()
+	// The Locker's logger (dlock.WithLogger, else slog.Default) gets
+	// go-redis's lines from the first dial on, and the driver's warning.
+	logger := driver.LoggerFrom(ctx)
+	routeLogs(client, logger)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("redislock: connect: %w", scrub(err, rawURL))
 	}
 	d := newDriver(client, cfg, true)
-	if cfg.fair {
-		return fairDriver{d}, nil
-	}
-	return d, nil
+	d.SetLogger(logger)
+	d.prepare()
+	return d.wrap(), nil
 }
 
 // parseURL splits the driver's own query keys from go-redis's, and builds
 // a Cluster client when the URL has addr keys or cluster=true.
 func parseURL(rawURL string) (redis.UniversalClient, config, error) {
-	cfg := defaultConfig()
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, cfg, invalidURL("malformed URL")
+		return nil, config{}, invalidURL("malformed URL")
 	}
 	q := u.Query()
 	ctxTimeout := true
 	if q.Has(keyContextTimeout) {
 		if ctxTimeout, err = boolKey(q, keyContextTimeout); err != nil {
-			return nil, cfg, err
+			return nil, config{}, err
 		}
 		q.Del(keyContextTimeout)
 	}
-	cluster, err := ownKeys(q, &cfg)
+	c, cluster, err := ownKeys(q)
 	if err != nil {
-		return nil, cfg, err
+		return nil, config{}, err
+	}
+	cfg, err := c.resolve()
+	if err != nil {
+		return nil, config{}, err
 	}
 	stripTaken(u, q)
 	if cluster {
@@ -96,32 +101,33 @@ func parseURL(rawURL string) (redis.UniversalClient, config, error) {
 	return redis.NewClient(opt), cfg, nil
 }
 
-// ownKeys applies and removes the driver's keys; cluster reports whether
-// the URL names a Cluster.
-func ownKeys(q url.Values, cfg *config) (cluster bool, err error) {
+// ownKeys reads and removes the driver's keys into a Config; cluster
+// reports whether the URL names a Cluster.
+func ownKeys(q url.Values) (c Config, cluster bool, err error) {
 	defer func() {
 		for _, k := range []string{keyCluster, keyFair, keyPrefix, keyReplicaSync, keyReplicaTimeout} {
 			q.Del(k)
 		}
 	}()
-	cluster, err = boolKey(q, keyCluster)
-	if err != nil {
-		return false, err
+	if cluster, err = boolKey(q, keyCluster); err != nil {
+		return c, false, err
 	}
 	if q.Has(keyFair) {
 		fair, err := boolKey(q, keyFair)
 		if err != nil {
-			return false, err
+			return c, false, err
 		}
-		WithFairQueue(fair)(cfg)
+		c.NoFairQueue = !fair
 	}
 	if q.Has(keyPrefix) {
-		WithPrefix(q.Get(keyPrefix))(cfg)
+		if c.Prefix = q.Get(keyPrefix); c.Prefix == "" {
+			return c, false, invalidURL(fmt.Sprintf("query prefix is empty: give a key prefix, or leave the key out for the default %q", redisscript.DefaultPrefix))
+		}
 	}
-	if err := replicaKeys(q, cfg); err != nil {
-		return false, err
+	if err := replicaKeys(q, &c); err != nil {
+		return c, false, err
 	}
-	return cluster || q.Has("addr"), cfg.err
+	return c, cluster || q.Has("addr"), nil
 }
 
 // boolKey reads an optional true/false query key.
@@ -137,20 +143,18 @@ func boolKey(q url.Values, key string) (bool, error) {
 }
 
 // replicaKeys reads replica_sync and replica_timeout.
-func replicaKeys(q url.Values, cfg *config) error {
+func replicaKeys(q url.Values, c *Config) error {
+	var err error
 	if q.Has(keyReplicaSync) {
-		n, err := strconv.Atoi(q.Get(keyReplicaSync))
-		if err != nil {
+		if c.ReplicaSync, err = strconv.Atoi(q.Get(keyReplicaSync)); err != nil {
 			return invalidURL(fmt.Sprintf("query replica_sync=%q: want a number of replicas", q.Get(keyReplicaSync)))
 		}
-		WithReplicaSync(n)(cfg)
 	}
 	if q.Has(keyReplicaTimeout) {
-		d, err := time.ParseDuration(q.Get(keyReplicaTimeout))
-		if err != nil {
-			return invalidURL(fmt.Sprintf("query replica_timeout=%q: want a duration like 500ms", q.Get(keyReplicaTimeout)))
+		c.ReplicaTimeout, err = time.ParseDuration(q.Get(keyReplicaTimeout))
+		if err != nil || c.ReplicaTimeout <= 0 {
+			return invalidURL(fmt.Sprintf("query replica_timeout=%q: want a positive duration like 500ms", q.Get(keyReplicaTimeout)))
 		}
-		WithReplicaTimeout(d)(cfg)
 	}
 	return nil
 }

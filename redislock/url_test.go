@@ -53,14 +53,19 @@ func TestOpenClusterURL(t *testing.T) {
 func TestOpenURLErrors(t *testing.T) {
 	srv := testserver.Redis(t)
 	bad := map[string]string{
-		"?nosuchkey=1":                   "nosuchkey",
-		"?replica_sync=two":              "replica_sync",
-		"?replica_sync=-1":               "replica sync count",
-		"?replica_timeout=soon":          "replica_timeout",
-		"?cluster=maybe":                 "cluster",
-		"?context_timeout_enabled=maybe": "context_timeout_enabled",
-		"?dial_timeout=forever":          "dial_timeout",
-		"/notadb":                        "database",
+		"?nosuchkey=1":                       "nosuchkey",
+		"?replica_sync=two":                  "replica_sync",
+		"?replica_sync=-1":                   "replica_sync",
+		"?replica_timeout=soon":              "replica_timeout",
+		"?replica_timeout=0s":                "replica_timeout",
+		"?replica_timeout=2m":                "replica_timeout",
+		"?replica_sync=65":                   "replica_sync",
+		"?prefix=":                           "prefix is empty",
+		"?prefix=" + strings.Repeat("p", 65): "prefix",
+		"?cluster=maybe":                     "cluster",
+		"?context_timeout_enabled=maybe":     "context_timeout_enabled",
+		"?dial_timeout=forever":              "dial_timeout",
+		"/notadb":                            "database",
 	}
 	for suffix, want := range bad {
 		_, err := dlock.Open(ctxT(t), srv.URL()+suffix)

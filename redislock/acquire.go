@@ -1,0 +1,112 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/redis/go-redis/v9"
+)
+
+// ttlMillis converts a TTL to whole milliseconds, rounding down so that the
+// server never keeps a lock longer than the holder was told.
+func ttlMillis(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
+
+// TryAcquire runs the acquire script: one round trip that takes the lock
+// and issues its fence, or describes the holder.
+func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, _, err := d.attempt(ctx, req, 0)
+	return g, err
+}
+
+// attempt is one acquire (with WAIT for replicas when configured). It also
+// returns the server's clock (µs) when the script ran.
+func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
+	type reply struct {
+		g  driver.Grant
+		us uint64
+	}
+	r, err := bounded(ctx, d, func() (reply, error) {
+		var r reply
+		var err error
+		if d.cfg.replicas > 0 {
+			r.g, r.us, err = d.acquireSynced(ctx, req, lease)
+		} else {
+			r.g, r.us, err = d.acquire(ctx, d.client, req, lease)
+		}
+		return r, err
+	})
+	return r.g, r.us, err
+}
+
+// acquire runs the acquire script once; with a waiter lease, a caller that
+// is not granted joins (or stays in) the name's queue.
+func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
+	reply, err := d.acquireCmd(ctx, c, req, lease).Slice()
+	if err != nil {
+		return driver.Grant{}, 0, redisscript.Classify(err)
+	}
+	g, err := parseGrant(req.Name, reply)
+	if err != nil {
+		return driver.Grant{}, 0, err
+	}
+	us, _ := parseFence(reply[len(reply)-1])
+	return g, us, nil
+}
+
+// acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
+func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) *redis.Cmd {
+	keys := d.keys.Set(req.Name, d.cluster)
+	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds())
+}
+
+// parseGrant reads {1, fence, time} or {0, fence, owner, pttl, time}. Only
+// a well-formed "held" reply, which is Redis itself saying that another
+// token holds the lock (or that the queue reserves it), yields a Grant
+// that is not acquired; anything else is an error, never a holder.
+func parseGrant(name string, reply []any) (driver.Grant, error) {
+	bad := func() (driver.Grant, error) {
+		return driver.Grant{}, fmt.Errorf("redislock: unexpected acquire reply %v", reply)
+	}
+	if len(reply) < 2 {
+		return bad()
+	}
+	fence, err := parseFence(reply[1])
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	code, _ := reply[0].(int64)
+	switch {
+	case code == 1 && reply[0] != nil:
+		return driver.Grant{Acquired: true, Fence: fence}, nil
+	case code != 0 || len(reply) < 4:
+		return bad()
+	}
+	owner, ok1 := reply[2].(string)
+	ms, ok2 := reply[3].(int64)
+	if !ok1 || !ok2 {
+		return bad()
+	}
+	return driver.Grant{Holder: driver.Holder{Name: name, Owner: owner, Fence: fence, TTL: pttl(ms)}}, nil
+}
+
+func parseFence(v any) (uint64, error) {
+	s, _ := v.(string)
+	f, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("redislock: fence %v is not a number", v)
+	}
+	return f, nil
+}
+
+// pttl converts a PTTL reply: negative (no TTL, or gone) stays negative.
+func pttl(v any) time.Duration {
+	ms, ok := v.(int64)
+	if !ok || ms < 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
+}
