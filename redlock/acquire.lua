@@ -7,8 +7,7 @@
 -- The lock's value is "token/attempt\nfence\nowner". The attempt number
 -- grows with every attempt of one token: a stale attempt's request that
 -- arrives late never overwrites a newer attempt's key.
--- KEYS[1] lock key, KEYS[2] the node's fence counter, KEYS[3] the legacy
--- per-name counter (see counter.lua).
+-- KEYS[1] lock key, KEYS[2] the node's fence counter (see counter.lua).
 -- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] owner, ARGV[4] '1' to fence,
 -- ARGV[5] attempt number.
 -- Returns {1, counter} when taken ('0' without fencing), else

@@ -3,8 +3,7 @@
 -- (never lowering it) and record the fence in the lock's value.
 -- With ARGV[3] = 'counter' it only raises the counter, whoever holds the
 -- lock (levelling the nodes after a grant; raising is always safe).
--- KEYS[1] lock key, KEYS[2] the node's fence counter, KEYS[3] the legacy
--- per-name counter (see counter.lua).
+-- KEYS[1] lock key, KEYS[2] the node's fence counter (see counter.lua).
 -- ARGV[1] "token/attempt", ARGV[2] the fence, ARGV[3] 'fence' or 'counter'.
 -- Returns 1 when done, 0 when the lock is no longer this attempt's.
 local level = ARGV[3] == 'counter'

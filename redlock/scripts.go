@@ -42,7 +42,7 @@ func lockKey(name string) string { return keyPrefix + "{" + escaper.Replace(name
 
 // legacyFenceKey returns the per-name fence counter that versions before
 // the node-wide counter kept forever; the scripts fold it into the node's
-// counter and delete it (counter.lua).
+// counter and delete it (counter.lua, which derives it from the lock key).
 func legacyFenceKey(name string) string { return lockKey(name) + ":fence" }
 
 // counterKey returns the node's fence counter for name: one key per node,
@@ -53,9 +53,9 @@ func counterKey(name string, cluster bool) string {
 }
 
 // keys returns the KEYS of the fence-handling scripts for name on n: the
-// lock key, the node's fence counter and the legacy per-name counter.
+// lock key and the node's fence counter.
 func (n node) keys(name string) []string {
-	return []string{lockKey(name), counterKey(name, n.cluster), legacyFenceKey(name)}
+	return []string{lockKey(name), counterKey(name, n.cluster)}
 }
 
 func channelOf(name string) string { return lockKey(name) + ":released" }

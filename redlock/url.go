@@ -71,6 +71,9 @@ func nodeClients(u *url.URL, scheme string, rest url.Values, ctxTimeout bool) ([
 	for _, h := range hosts {
 		node := url.URL{Scheme: scheme, User: u.User, Host: h, Path: u.Path, RawQuery: rest.Encode()}
 		o, err := redis.ParseURL(node.String())
+		if err == nil {
+			redisscript.HideSecret(o.Password)
+		}
 		if err != nil {
 			closeAll(clients)
 			return nil, invalid("node %s: %v", h, err)
