@@ -79,7 +79,6 @@ var knownBugs = map[string]string{
 	"S2|postgres (advisory)":    "advisory waiters poll: a dead session's lock seen up to a backoff late (1 of 20)",
 	"S2|etcd":                   "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
 	"S8|postgres (advisory)":    "lock not free at the first TryAcquire after the release (2 of 20): a canceled waiter blocked in pg_advisory_lock can be granted before its cancel lands",
-	"S8|redis":                  "lock not free at the first TryAcquire after the release: the release hands it to a canceled waiter whose dequeue still runs in the background (free ~17 ms later)",
 	"S6|postgres (advisory)":    "issue 10 §4: after a short crash the next holder is granted before the old one is told",
 }
 

@@ -60,7 +60,25 @@ func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.
 // acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
 func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) *redis.Cmd {
 	keys := d.keys.Set(req.Name, d.cluster)
-	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds())
+	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds(), waitLeft(ctx, lease))
+}
+
+// waitLeft is what is left of ctx's wait, in whole ms rounded down (at
+// least 1), when a queued waiter's place should lapse before its lease
+// does; 0 for none. A release then skips a waiter whose deadline has
+// passed instead of handing it the lock: the waiter's dequeue runs in the
+// background after it returned, and until then the lock would be reserved
+// for nobody.
+func waitLeft(ctx context.Context, lease time.Duration) int64 {
+	dl, ok := ctx.Deadline()
+	if !ok || lease <= 0 {
+		return 0
+	}
+	left := time.Until(dl)
+	if left >= lease {
+		return 0
+	}
+	return max(left.Milliseconds(), 1)
 }
 
 // parseGrant reads {1, fence, time} or {0, fence, owner, pttl, time}. Only

@@ -7,7 +7,11 @@
 -- release's hand-off); one hash slot.
 -- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] owner, ARGV[4] waiter lease in
 -- ms: 0 for a single attempt, else the caller queues (or stays queued)
--- when it is not granted, and must come back within that lease.
+-- when it is not granted, and must come back within that lease. ARGV[5]
+-- (optional, ms, 0 for none) is what is left of the caller's wait: its
+-- place lapses then even if the lease runs longer, so that a release never
+-- hands the lock to a waiter whose deadline has passed (its own dequeue
+-- may still be on its way).
 -- The lock's value is "token\nfence\nowner".
 -- Returns {1, fence, server time in us} when ARGV[1] holds the lock (now,
 -- or already: a retry whose first reply was lost; its TTL is then renewed),
@@ -48,11 +52,16 @@ local function grant(legacy)
 end
 
 local tok, lease = ARGV[1], tonumber(ARGV[4])
+local stay = lease
+local budget = tonumber(ARGV[5] or '0') or 0
+if budget > 0 and budget < stay then
+  stay = budget
+end
 local nowms = math.floor(now / 1000)
 local function enqueue()
   if lease > 0 then
     redis.call('ZADD', KEYS[3], 'NX', us, tok)
-    redis.call('ZADD', KEYS[4], nowms + lease, tok)
+    redis.call('ZADD', KEYS[4], nowms + stay, tok)
     redis.call('HSET', KEYS[6], tok, ARGV[2] .. '\n' .. ARGV[3])
     redis.call('PEXPIRE', KEYS[3], 2 * lease)
     redis.call('PEXPIRE', KEYS[4], 2 * lease)

@@ -1,0 +1,75 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+// holdDequeue is a go-redis hook that holds back the dequeue script until
+// release is closed: a waiter whose wait ran out, and whose background
+// dequeue has not reached Redis yet.
+type holdDequeue struct{ release chan struct{} }
+
+func (h holdDequeue) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h holdDequeue) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && a[1] == redisscript.Dequeue.Hash() {
+			select {
+			case <-h.release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h holdDequeue) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestQueuedPlaceLapsesAtDeadline: a queued waiter's place lapses with its
+// wait, so a release right after the waiter gave up leaves the lock free
+// (a TryAcquire gets it at once) instead of handing it to the waiter that
+// is gone, whose own dequeue may still be on its way (here: held back).
+func TestQueuedPlaceLapsesAtDeadline(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := ctxT(t)
+	holder := lockerWith(t, client(t, srv.Addr), redislock.Config{})
+	defer holder.Close()
+	wc := client(t, srv.Addr)
+	hold := holdDequeue{release: make(chan struct{})}
+	wc.AddHook(hold)
+	waiter := lockerWith(t, wc, redislock.Config{})
+	// Close waits for the held-back dequeue: let it go first.
+	defer waiter.Close()
+	defer close(hold.release)
+
+	ls, err := holder.Acquire(ctx, "lapse", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waiter.Acquire(ctx, "lapse", dlock.WithWait(200*time.Millisecond)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("waiter = %v, want ErrNotAcquired after its wait", err)
+	}
+	if n := wc.ZCard(ctx, keys.Queue("lapse")).Val(); n != 1 {
+		t.Fatalf("%d queued, want the waiter's place still there (its dequeue held back)", n)
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := holder.TryAcquire(ctx, "lapse")
+	if err != nil {
+		t.Fatalf("TryAcquire right after the release: %v (the lock went to the waiter that gave up)", err)
+	}
+	_ = next.Release(ctx)
+}
