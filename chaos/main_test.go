@@ -73,9 +73,6 @@ func trials(short int) int {
 // failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
 // A known bug that no longer reproduces is logged, to be removed here.
 var knownBugs = map[string]string{
-	"S8b|redis":                 "issue 10 §4: abandoned attempt granted after the stall; §2: returns past the deadline",
-	"S8b|postgres (lease)":      "issue 10 §4: abandoned attempt granted after the stall",
-	"S4c|redis primary+replica": "issue 10 §4: replica_sync does not cover refreshes",
 	"S2|postgres (advisory)":    "advisory waiters poll: a dead session's lock seen up to a backoff late (1 of 20)",
 	"S2|etcd":                   "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
 	"S8|postgres (advisory)":    "lock not free at the first TryAcquire after the release (2 of 20): a canceled waiter blocked in pg_advisory_lock can be granted before its cancel lands",
