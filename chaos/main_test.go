@@ -73,10 +73,10 @@ func trials(short int) int {
 // failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
 // A known bug that no longer reproduces is logged, to be removed here.
 var knownBugs = map[string]string{
-	"S2|postgres (advisory)":    "advisory waiters poll: a dead session's lock seen up to a backoff late (1 of 20)",
-	"S2|etcd":                   "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
-	"S8|postgres (advisory)":    "lock not free at the first TryAcquire after the release (2 of 20): a canceled waiter blocked in pg_advisory_lock can be granted before its cancel lands",
-	"S6|postgres (advisory)":    "issue 10 §4: after a short crash the next holder is granted before the old one is told",
+	"S2|postgres (advisory)": "advisory waiters poll: a dead session's lock seen up to a backoff late (1 of 20)",
+	"S2|etcd":                "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
+	"S8|postgres (advisory)": "lock not free at the first TryAcquire after the release (2 of 20): a canceled waiter blocked in pg_advisory_lock can be granted before its cancel lands",
+	"S6|postgres (advisory)": "issue 10 §4: after a short crash the next holder is granted before the old one is told",
 }
 
 func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }
