@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -17,7 +20,7 @@ var _ driver.SessionWatcher = (*advisory)(nil)
 
 type advisory struct {
 	base
-	try, block, check, release, epoch, publish string
+	try, block, blockUntil, check, release, epoch, publish string
 
 	mu       sync.Mutex
 	sessions map[string]*session // by token
@@ -25,7 +28,7 @@ type advisory struct {
 
 func newAdvisory(b base) *advisory {
 	return &advisory{
-		base: b, try: b.sql(advisoryTry), block: b.sql(advisoryBlock), check: advisoryCheck,
+		base: b, try: b.sql(advisoryTry), block: b.sql(advisoryBlock), blockUntil: b.sql(advisoryBlockUntil), check: advisoryCheck,
 		release: advisoryRelease, epoch: b.sql(advisoryEpoch), publish: b.sql(advisoryPublish),
 		sessions: map[string]*session{},
 	}
@@ -90,11 +93,17 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 		fence  *int64
 		holder heldBy
 	)
+	if wait && !d.worthBlocking(ctx) {
+		wait = false // too little time left to wait in the server: one try
+	}
 	if wait {
 		fence = new(int64)
 		later := d.describeLater(ctx, req.Name)
-		err := s.conn.QueryRow(ctx, d.block, s.key).Scan(fence, &s.pid)
+		err := d.blockRow(ctx, s).Scan(fence, &s.pid)
 		h := later(driver.Holder{Name: req.Name, TTL: -1})
+		if isLockTimeout(err) {
+			return driver.Grant{Holder: h}, nil // the server ended the wait: nothing left queued
+		}
 		if err != nil {
 			return driver.Grant{Holder: h}, err
 		}
@@ -115,6 +124,49 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 	// The lock lives as long as the session: its TTL, which only paces
 	// health checks, counts from now, however long the wait was.
 	return driver.Grant{Acquired: true, Fence: s.fence, Since: time.Now()}, nil
+}
+
+// blockRow sends the blocking statement: with ctx's deadline, bounded in
+// the server a little before it (blockMargin), so that the server, not a
+// cancel racing a release, ends the wait.
+func (d *advisory) blockRow(ctx context.Context, s *session) pgx.Row {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return s.conn.QueryRow(ctx, d.block, s.key)
+	}
+	left := time.Until(dl)
+	left -= blockMargin(left)
+	ms := max(left.Milliseconds(), 1) // lock_timeout 0 would mean no bound
+	return s.conn.QueryRow(ctx, d.blockUntil, s.key, strconv.FormatInt(ms, 10)+"ms")
+}
+
+// blockMargin is how long before the caller's deadline the server stops
+// waiting: time for its answer to arrive before the context ends.
+func blockMargin(left time.Duration) time.Duration {
+	return max(5*time.Millisecond, left/10)
+}
+
+// minBlock is the shortest wait worth sending to the server: with less
+// left before the deadline (after blockMargin), the server's answer might
+// not arrive in time, and the cancel would race a release again.
+const minBlock = 3 * time.Millisecond
+
+// worthBlocking reports whether ctx leaves time for a bounded wait in the
+// server; without a deadline it always does.
+func (d *advisory) worthBlocking(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return true
+	}
+	left := time.Until(dl)
+	return left-blockMargin(left) >= minBlock
+}
+
+// isLockTimeout reports the server's lock_not_available (55P03), which
+// the bounded wait (advisoryBlockUntil) ends with.
+func isLockTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
 // describeLater looks the holder up on another connection when a wait

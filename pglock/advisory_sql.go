@@ -60,6 +60,17 @@ const advisoryHolder = `
 // (its end cancels the statement and closes the connection).
 const advisoryBlock = `SELECT nextval({{seqname}}), pg_backend_pid() FROM (SELECT pg_advisory_lock($1)) l`
 
+// advisoryBlockUntil is advisoryBlock for a caller with a deadline: the
+// server itself stops waiting after lock_timeout $2 (set for this
+// statement's transaction only, before the lock is requested: the lateral
+// reference orders the two), and answers lock_not_available. A wait that
+// ends in the server leaves no queued request behind, where a cancel sent
+// at the deadline may land after a release handed the lock to a waiter
+// that has given up (which then holds it until its connection closes).
+const advisoryBlockUntil = `SELECT nextval({{seqname}}), pg_backend_pid()
+FROM (SELECT set_config('lock_timeout', $2, true) AS t) c,
+LATERAL (SELECT pg_advisory_lock($1) WHERE c.t IS NOT NULL) l`
+
 // advisoryPublish records this backend's grant in the holders table, for
 // Inspect, List, ForceRelease and the holder named to a loser. It runs
 // off the grant's path, once a lease has lived watchDelay: the table is
