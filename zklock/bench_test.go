@@ -56,7 +56,7 @@ func zkLock(conn *zk.Conn, name string) lockFunc {
 }
 
 func benchLocker(b *testing.B, conn *zk.Conn) *dlock.Locker {
-	l, err := zklock.New(conn, zklock.Config{SessionTimeout: sessionTimeout})
+	l, err := zklock.Config{SessionTimeout: sessionTimeout}.Locker(conn)
 	if err != nil {
 		b.Fatal(err)
 	}

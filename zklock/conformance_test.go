@@ -2,9 +2,7 @@ package zklock_test
 
 import (
 	"context"
-	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,18 +14,6 @@ import (
 	"github.com/dlockdev/dlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
-
-func TestMain(m *testing.M) {
-	if spec := os.Getenv(envPauseChild); spec != "" {
-		url, name, _ := strings.Cut(spec, " ")
-		if err := pauseChild(url, name); err != nil {
-			fmt.Fprintln(os.Stderr, "pause child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	dlocktest.Main(m)
-}
 
 // sessionTimeout is the tests' session timeout: short, so that losses
 // show quickly, and well above a loaded machine's hiccups.
@@ -78,9 +64,9 @@ func (quiet) Printf(string, ...any) {}
 // locker opens a Locker on its own session.
 func locker(t testing.TB, addrs ...string) *dlock.Locker {
 	t.Helper()
-	l, err := zklock.New(connect(t, addrs...), zklock.Config{SessionTimeout: sessionTimeout})
+	l, err := zklock.Config{SessionTimeout: sessionTimeout}.Locker(connect(t, addrs...))
 	if err != nil {
-		t.Fatalf("zklock.New: %v", err)
+		t.Fatalf("zklock.Config.Locker: %v", err)
 	}
 	t.Cleanup(func() { _ = l.Close() }) // before the session's (cleanups run last-in first-out)
 	return l

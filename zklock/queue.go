@@ -68,43 +68,68 @@ func (d *zkDriver) queueUp(ctx context.Context, req driver.Request) (driver.Gran
 	if alone {
 		return since(d.grant(req, n), sent), nil
 	}
-	dir := d.dir(req.Name)
-	fresh := min(req.TTL, d.timeout) / 3
-	head := ""
+	return d.waitTurn(ctx, req, n)
+}
+
+// turnWait is the state of one queued waiter between its turns.
+type turnWait struct {
+	dir   string        // the lock's znode
+	fresh time.Duration // how recent a watch must be to grant without a read
+	head  string        // the queue's head at the last read, for abandon
+}
+
+// waitTurn waits with n queued until n is the head of the queue (the
+// grant), or abandons n when a read or a watch fails or ctx ends.
+func (d *zkDriver) waitTurn(ctx context.Context, req driver.Request, n node) (driver.Grant, error) {
+	w := turnWait{dir: d.dir(req.Name), fresh: min(req.TTL, d.timeout) / 3}
 	for {
-		sent = time.Now()
-		q, i, err := d.look(ctx, dir, n)
-		if d.rideOut(ctx, n, err) {
-			continue
-		}
+		g, granted, err := d.nextTurn(ctx, req, n, &w)
 		if err != nil {
-			return d.abandon(ctx, req, n, head, err)
+			return d.abandon(ctx, req, n, w.head, err)
 		}
-		g, ok, err := d.settle(ctx, req, n, q, i)
-		switch {
-		case err != nil:
-			return d.abandon(ctx, req, n, head, err)
-		case ok:
-			return since(g, sent), nil
-		}
-		head = q[0].name
-		watched := time.Now()
-		gone, err := d.waitGone(ctx, dir+"/"+q[i-1].name)
-		if d.rideOut(ctx, n, err) {
-			continue
-		}
-		if err != nil {
-			return d.abandon(ctx, req, n, head, err)
-		}
-		// The holder itself went: nothing was queued before it and every
-		// node created since comes after n, so n holds the lock now,
-		// without another read. The watch was set up by a call that
-		// confirmed the session alive when it was sent; if that was long
-		// ago, read the queue again instead, which confirms it anew.
-		if gone && i == 1 && time.Since(watched) < fresh && d.alive(n) == nil {
-			return since(d.grant(req, n), watched), nil
+		if granted {
+			return g, nil
 		}
 	}
+}
+
+// nextTurn reads the queue once and, unless n holds the lock now, waits
+// for the node just ahead of n to go. granted: g is the grant; neither
+// granted nor an error: read again (a dropped connection n's session
+// survived, or a turn that needs confirming).
+func (d *zkDriver) nextTurn(ctx context.Context, req driver.Request, n node, w *turnWait) (g driver.Grant, granted bool, err error) {
+	sent := time.Now()
+	q, i, err := d.look(ctx, w.dir, n)
+	if err != nil {
+		return driver.Grant{}, false, d.unlessRiddenOut(ctx, n, err)
+	}
+	if g, ok, err := d.settle(ctx, req, n, q, i); err != nil || ok {
+		return since(g, sent), ok, err
+	}
+	w.head = q[0].name
+	watched := time.Now()
+	gone, err := d.waitGone(ctx, w.dir+"/"+q[i-1].name)
+	if err != nil {
+		return driver.Grant{}, false, d.unlessRiddenOut(ctx, n, err)
+	}
+	// The holder itself went: nothing was queued before it and every node
+	// created since comes after n, so n holds the lock now, without
+	// another read. The watch was set up by a call that confirmed the
+	// session alive when it was sent; if that was long ago, read the queue
+	// again instead, which confirms it anew.
+	if gone && i == 1 && time.Since(watched) < w.fresh && d.alive(n) == nil {
+		return since(d.grant(req, n), watched), true, nil
+	}
+	return driver.Grant{}, false, nil
+}
+
+// unlessRiddenOut is err, or nil when it is a dropped connection that n's
+// session rode out (rideOut): the waiter then reads the queue again.
+func (d *zkDriver) unlessRiddenOut(ctx context.Context, n node, err error) error {
+	if d.rideOut(ctx, n, err) {
+		return nil
+	}
+	return err
 }
 
 // rideOut reports whether err is a dropped connection that n's session

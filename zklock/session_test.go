@@ -118,7 +118,7 @@ func lockerOn(t testing.TB, timeout time.Duration, addr string) (*dlock.Locker, 
 			t.Fatalf("no session: %s", conn.State())
 		}
 	}
-	l, err := zklock.New(conn, zklock.Config{SessionTimeout: timeout})
+	l, err := zklock.Config{SessionTimeout: timeout}.Locker(conn)
 	if err != nil {
 		t.Fatal(err)
 	}

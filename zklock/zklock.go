@@ -30,7 +30,8 @@ type Config struct {
 	// same Root. It is created, with its ancestors, when missing.
 	Root string
 	// SessionTimeout is the session timeout the *zk.Conn was opened with
-	// (zk.Connect's second argument); it is required. Leases are granted
+	// (zk.Connect's second argument); it is required (see Locker). The
+	// URL query key is session_timeout. Leases are granted
 	// for at most this long, so the watchdog declares a lease lost before
 	// ZooKeeper can expire the session. If the server negotiated a shorter
 	// timeout (its maxSessionTimeout), give that one.
@@ -40,15 +41,27 @@ type Config struct {
 	ACL []zk.ACL
 }
 
-// New returns a Locker whose locks live in ZooKeeper under cfg.Root,
+// Locker returns a Locker whose locks live in ZooKeeper under c.Root,
 // reached through conn, whose session is the lease of every lock the
 // Locker holds. The Locker never closes conn. opts become its defaults.
-func New(conn *zk.Conn, cfg Config, opts ...dlock.Option) (*dlock.Locker, error) {
-	d, err := newDriver(conn, cfg, false)
+//
+// Unlike the other drivers, zklock has no New(conn, opts...): ZooKeeper
+// does not tell a client the session timeout it negotiated, and assuming
+// one longer than conn's would let the watchdog trust a lease after the
+// session (and with it the lock) could have expired. c.SessionTimeout is
+// therefore required.
+func (c Config) Locker(conn *zk.Conn, opts ...dlock.Option) (*dlock.Locker, error) {
+	d, err := newDriver(conn, c, false)
 	if err != nil {
 		return nil, err
 	}
 	return dlock.NewLocker(d, opts...)
+}
+
+// Driver returns the bare driver on conn, for callers assembling their
+// own Locker with dlock.NewLocker. Closing the driver leaves conn open.
+func (c Config) Driver(conn *zk.Conn) (driver.Driver, error) {
+	return newDriver(conn, c, false)
 }
 
 // zkDriver implements driver.Driver, Queuer, Lister, ForceReleaser and
