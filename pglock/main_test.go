@@ -2,6 +2,7 @@ package pglock_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -12,7 +13,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func TestMain(m *testing.M) { dlocktest.Main(m) }
+// envInner marks the test binary as re-executed by TestMain, with
+// DLOCK_URL naming the Examples' database.
+const envInner = "DLOCK_PGLOCK_TEST_INNER"
+
+// TestMain starts the Postgres server and database that the Examples
+// reach through DLOCK_URL and runs the tests and Examples in a child
+// process (testserver.Reexec).
+func TestMain(m *testing.M) {
+	if os.Getenv(envInner) != "" {
+		dlocktest.Main(m)
+	}
+	os.Exit(testserver.Reexec(envInner, func(tb testing.TB) string { return testserver.Postgres(tb).NewDatabase(tb) }))
+}
 
 // db is one fresh database on the shared test server, with an admin pool
 // for reaching under the driver, and the lease and fence tables created.
