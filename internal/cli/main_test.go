@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,39 +11,18 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/internal/jobguard"
-	"go.uber.org/goleak"
+	"github.com/dlockdev/dlock/internal/testserver"
 )
 
 // dlockBin is the dlock binary built once for this test package.
 var dlockBin string
 
-// TestMain builds cmd/dlock once, runs the tests, removes the binary and
-// fails on leaked goroutines.
+// TestMain builds cmd/dlock once for the tests (testserver.RunWithCommand).
 func TestMain(m *testing.M) {
 	if jobguard.IsGuard() { // runRun in this process re-executes it as the guard
 		os.Exit(jobguard.Main())
 	}
-	dir, err := os.MkdirTemp("", "dlock-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	dlockBin = filepath.Join(dir, "dlock")
-	out, err := exec.Command("go", "build", "-o", dlockBin, "github.com/dlockdev/dlock/cmd/dlock").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build dlock: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testserver.RunWithCommand(m, "github.com/dlockdev/dlock/cmd/dlock", &dlockBin))
 }
 
 // fileURL returns a fresh file:// backend URL in t's temp dir.

@@ -3,45 +3,22 @@ package demo
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/dlockdev/dlock/internal/testserver"
 )
 
 // dlockBin is the dlock binary, built once for this test package: the
 // demo starts its workers by re-executing it.
 var dlockBin string
 
-// TestMain builds cmd/dlock once, runs the tests, removes the binary and
-// fails on leaked goroutines.
+// TestMain builds cmd/dlock once for the tests (testserver.RunWithCommand).
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dlock-demo-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	dlockBin = filepath.Join(dir, "dlock")
-	out, err := exec.Command("go", "build", "-o", dlockBin, "github.com/dlockdev/dlock/cmd/dlock").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build dlock: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testserver.RunWithCommand(m, "github.com/dlockdev/dlock/cmd/dlock", &dlockBin))
 }
 
 // result is the outcome of one dlock invocation.
