@@ -141,9 +141,11 @@ func (d *advisory) blockRow(ctx context.Context, s *session) pgx.Row {
 }
 
 // blockMargin is how long before the caller's deadline the server stops
-// waiting: time for its answer to arrive before the context ends.
+// waiting: time for its answer to arrive before the context ends, a tenth
+// of the wait within [5 ms, 50 ms]. A bounded wait may thus report the
+// lock held up to 50 ms before its deadline.
 func blockMargin(left time.Duration) time.Duration {
-	return max(5*time.Millisecond, left/10)
+	return min(max(5*time.Millisecond, left/10), 50*time.Millisecond)
 }
 
 // minBlock is the shortest wait worth sending to the server: with less

@@ -66,6 +66,14 @@ func (m *meter) next() bool {
 	return m.left.Add(-1) >= 0
 }
 
-// over reports whether the run has ended, so that an error seen now is
-// the budget's cancellation rather than a failure.
-func (m *meter) over() bool { return m.ctx.Err() != nil }
+// endSlack is how close to a timed run's end an error still counts as
+// the end cutting a wait short: a driver may end a wait in the server a
+// little before the deadline (pglock's advisory mode, by up to 50 ms) so
+// that nothing stays queued when the call returns.
+const endSlack = 100 * time.Millisecond
+
+// over reports whether the run has ended (or is about to), so that an
+// error seen now is the budget's cancellation rather than a failure.
+func (m *meter) over() bool {
+	return m.ctx.Err() != nil || (!m.end.IsZero() && time.Until(m.end) < endSlack)
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/redis/go-redis/v9"
 )
 
 // backendTimeout bounds connecting to the backend and each administrative
@@ -51,15 +50,12 @@ func explainTimeout(err error) error {
 
 // quietClients stops backend client libraries from logging on stderr:
 // the CLI reports every failure itself, in one line. Drivers' warnings
-// (log/slog, e.g. redislock's note on a Redis without persistence) would
-// otherwise repeat on every cron run; DLOCK_DEBUG=1 shows them.
+// (log/slog, e.g. redislock's note on a Redis without persistence) and
+// the client libraries' lines the drivers route to slog (go-redis's, at
+// Debug) would otherwise repeat on every cron run; DLOCK_DEBUG=1 shows
+// them.
 func quietClients() {
-	redis.SetLogger(discardLogger{})
 	if os.Getenv("DLOCK_DEBUG") != "1" {
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	}
 }
-
-type discardLogger struct{}
-
-func (discardLogger) Printf(context.Context, string, ...any) {}
