@@ -65,6 +65,15 @@
 // never appears in errors; a failed authentication or a permission denied
 // is marked driver.Permanent, so that waits stop at once.
 //
+// ForceRelease deletes the holder's key and, in the same transaction
+// (conditional on the key's create revision, so a new grant of a reused
+// key is never deleted), puts an eviction record PREFIX%evicted/NAME valued
+// "FENCE NAME" under a 10 s lease of its own. Every Locker holding leases
+// watches that directory (driver.EvictionWatcher), so the evicted holder's
+// lease ends at once with LostForceReleased instead of at its next refresh;
+// if the watch is down, the refresh still tells it. The records never look
+// like locks: a name is path-escaped in its keys and never yields a bare %.
+//
 // # Fencing tokens
 //
 // A grant's fence is the create revision of its key. etcd has one revision

@@ -90,8 +90,9 @@ func (c Config) Driver(cli *clientv3.Client) (driver.Driver, error) {
 	return c.newDriver(cli, false)
 }
 
-// etcdDriver implements driver.Driver, Queuer, Lister, ForceReleaser and
-// Describer on one etcd client.
+// etcdDriver implements driver.Driver, Queuer, Lister, ForceReleaser,
+// EvictionWatcher, BatchRefresher, BatchReleaser and Describer on one etcd
+// client.
 type etcdDriver struct {
 	cli    *clientv3.Client
 	keys   keyspace
@@ -158,12 +159,13 @@ func (d *etcdDriver) leaseSeconds(ttl time.Duration) (int64, error) {
 
 // Compile-time checks of the optional interfaces.
 var (
-	_ driver.Queuer         = (*etcdDriver)(nil)
-	_ driver.Lister         = (*etcdDriver)(nil)
-	_ driver.ForceReleaser  = (*etcdDriver)(nil)
-	_ driver.Describer      = (*etcdDriver)(nil)
-	_ driver.BatchRefresher = (*etcdDriver)(nil)
-	_ driver.BatchReleaser  = (*etcdDriver)(nil)
+	_ driver.Queuer          = (*etcdDriver)(nil)
+	_ driver.Lister          = (*etcdDriver)(nil)
+	_ driver.ForceReleaser   = (*etcdDriver)(nil)
+	_ driver.Describer       = (*etcdDriver)(nil)
+	_ driver.BatchRefresher  = (*etcdDriver)(nil)
+	_ driver.BatchReleaser   = (*etcdDriver)(nil)
+	_ driver.EvictionWatcher = (*etcdDriver)(nil)
 )
 
 // cleanupTimeout bounds a best-effort clean-up in the background (deleting
