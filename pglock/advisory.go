@@ -269,7 +269,17 @@ func (d *advisory) Close() error {
 
 // Migrate creates the fence sequence and the holders table, and retires
 // an earlier version's fence table (see advisoryDDL).
-func (d *advisory) Migrate(ctx context.Context) error { return d.migrate(ctx, advisoryDDL...) }
+func (d *advisory) Migrate(ctx context.Context) error {
+	_, err := d.MigrateReport(ctx)
+	return err
+}
+
+// MigrateReport (driver.MigrationReporter) is Migrate, returning what it
+// created: the fence sequence and the holders table; none when they
+// existed. Retiring an earlier version's fence table is not reported.
+func (d *advisory) MigrateReport(ctx context.Context) ([]string, error) {
+	return d.migrate(ctx, advisoryObjects, advisoryDDL...)
+}
 
 // SessionDone returns a channel closed when the session holding token's
 // lease is known to have ended (its connection closed: a server crash or

@@ -271,4 +271,14 @@ func (d *leases) Close() error {
 
 // Migrate creates the lease table and the fence sequence, or upgrades an
 // earlier version's table (see leaseDDL).
-func (d *leases) Migrate(ctx context.Context) error { return d.migrate(ctx, leaseDDL...) }
+func (d *leases) Migrate(ctx context.Context) error {
+	_, err := d.MigrateReport(ctx)
+	return err
+}
+
+// MigrateReport (driver.MigrationReporter) is Migrate, returning what it
+// created: the sequence and the table, or the columns an upgrade added;
+// none when the schema was up to date.
+func (d *leases) MigrateReport(ctx context.Context) ([]string, error) {
+	return d.migrate(ctx, leaseObjects, leaseDDL...)
+}

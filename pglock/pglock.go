@@ -1,7 +1,6 @@
 package pglock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -204,24 +203,6 @@ func (b *base) close() error {
 	return nil
 }
 
-// migrate runs the steps in one transaction, serialised across
-// concurrent migrations by a transaction-scoped advisory lock (CREATE
-// TABLE IF NOT EXISTS alone races).
-func (b *base) migrate(ctx context.Context, steps ...string) error {
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrateKey); err != nil {
-			return err
-		}
-		for _, s := range steps {
-			if _, err := tx.Exec(ctx, b.sql(s)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return b.classifyAdmin(err)
-}
-
 // classifyAdmin is classify without the schema hint (Migrate itself, or
 // an administrative call that is not about a missing schema).
 func (b *base) classifyAdmin(err error) error {
@@ -234,7 +215,3 @@ func (b *base) classifyAdmin(err error) error {
 	}
 	return err
 }
-
-// migrateKey is the advisory lock key serialising migrations: the first
-// eight bytes of SHA-256("dlock migrate"), see Key.
-var migrateKey = Key("dlock migrate")
