@@ -17,6 +17,7 @@ var _ driver.SessionWatcher = (*advisory)(nil)
 
 type advisory struct {
 	base
+	listener                                   *listener // evictions only: waiters wait in the server
 	try, block, check, release, epoch, publish string
 
 	mu       sync.Mutex
@@ -25,7 +26,7 @@ type advisory struct {
 
 func newAdvisory(b base) *advisory {
 	return &advisory{
-		base: b, try: b.sql(advisoryTry), block: b.sql(advisoryBlock), check: advisoryCheck,
+		base: b, listener: newListener(b.pool, b.channel), try: b.sql(advisoryTry), block: b.sql(advisoryBlock), check: advisoryCheck,
 		release: advisoryRelease, epoch: b.sql(advisoryEpoch), publish: b.sql(advisoryPublish),
 		sessions: map[string]*session{},
 	}
@@ -264,6 +265,7 @@ func (d *advisory) Close() error {
 	for _, s := range ss {
 		s.end()
 	}
+	d.listener.close()
 	return d.close()
 }
 

@@ -62,8 +62,8 @@ func (d *advisory) holder(ctx context.Context, name string) (uint32, driver.Hold
 }
 
 // ForceRelease draws a new fence first (so the evicted holder's fenced
-// writes fail, and the next grant's fence exceeds the one returned), then
-// terminates the backend holding name's advisory key and waits for it to
+// writes fail, and the next grant's fence exceeds the one returned) and
+// announces the eviction to the holder's WatchEvictions, then terminates the backend holding name's advisory key and waits for it to
 // exit. It needs the right to signal that backend: the same role, or
 // membership in pg_signal_backend. A non-dlock session holding the same
 // key is terminated too.
@@ -73,7 +73,11 @@ func (d *advisory) ForceRelease(ctx context.Context, name string) (driver.Holder
 		return driver.Holder{}, false, 0, err
 	}
 	var fence int64
-	if err := d.pool.QueryRow(ctx, d.sql(advisoryBump)).Scan(&fence); err != nil {
+	bump := d.pool.QueryRow(ctx, d.sql(advisoryBump))
+	if held {
+		bump = d.pool.QueryRow(ctx, d.sql(advisoryBumpNotify), d.channel, name, int64(h.Fence))
+	}
+	if err := bump.Scan(&fence); err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
 	}
 	if !held {

@@ -115,6 +115,13 @@ const advisoryHolderOf = advisoryHolder + `
 // holder's, and below the next grant's.
 const advisoryBump = `SELECT nextval({{seqname}})`
 
+// advisoryBumpNotify is advisoryBump for a held lock: in the same
+// transaction it announces the eviction of name $2's grant with fence $3
+// on channel $1 (advisoryEvictPayload), before the holder's backend is
+// terminated, so that the holder's WatchEvictions hears of it first.
+const advisoryBumpNotify = `SELECT nextval({{seqname}}) FROM (SELECT CASE WHEN octet_length($2::text) < ` + maxNotifyName + `
+	THEN pg_notify($1, ` + advisoryEvictPayload + `) END) n`
+
 // advisoryTerminate ends backend $1, waiting up to 10 s for it to exit so
 // that its locks are free when this returns.
 const advisoryTerminate = `SELECT pg_terminate_backend($1, 10000)`
