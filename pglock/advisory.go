@@ -25,11 +25,13 @@ type advisory struct {
 }
 
 func newAdvisory(b base) *advisory {
-	return &advisory{
-		base: b, listener: newListener(b.pool, b.channel), try: b.sql(advisoryTry), block: b.sql(advisoryBlock), check: advisoryCheck,
+	d := &advisory{
+		base: b, listener: newListener(b.pool, "", b.evicted), try: b.sql(advisoryTry), block: b.sql(advisoryBlock), check: advisoryCheck,
 		release: advisoryRelease, epoch: b.sql(advisoryEpoch), publish: b.sql(advisoryPublish),
 		sessions: map[string]*session{},
 	}
+	d.listener.onEvict = d.markEvicted
+	return d
 }
 
 // Capabilities: the lease ends with the session, the TTL only paces the
@@ -112,6 +114,7 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 		return driver.Grant{}, err
 	}
 	s.fence, s.owner, s.publish = uint64(*fence), req.Owner, d.publish
+	s.evictions = d.listener.watchingEvictions
 	s.start()
 	// The lock lives as long as the session: its TTL, which only paces
 	// health checks, counts from now, however long the wait was.

@@ -86,7 +86,8 @@ func (d *leases) Inspect(ctx context.Context, name string) (driver.Holder, bool,
 
 // ForceRelease frees name whoever holds it and gives it a new fence from
 // the sequence, so the evicted holder's fenced writes fail from now on.
-// The same statement notifies the holder's WatchEvictions.
+// The same statement announces the eviction to every WatchEvictions of
+// this table (see leaseForceRelease).
 func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
 	var (
 		held          bool
@@ -95,7 +96,7 @@ func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, 
 		newFence      int64
 		notified      int64
 	)
-	err := d.pool.QueryRow(ctx, d.forceRelease, name, d.channel).Scan(&held, &owner, &fence, &micros, &newFence, &notified)
+	err := d.pool.QueryRow(ctx, d.forceRelease, name, d.evicted).Scan(&held, &owner, &fence, &micros, &newFence, &notified)
 	if err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
 	}

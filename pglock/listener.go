@@ -13,17 +13,19 @@ import (
 
 // listener delivers notifications with LISTEN on ONE connection per
 // driver, taken out of the pool (so the pool's hooks apply) and shared by
-// every subscriber. A release's payload is the token of the waiter it
-// wakes (the head of the row's queue), dispatched to that waiter; a
-// force-release's payload is an eviction (JSON, see leaseEvictPayload),
-// dispatched to every eviction watcher. Tokens are hex, so the two never
-// collide. If the connection fails, every waiter is woken (to poll), every
-// eviction watcher's channel is closed (its holders learn at their next
-// refresh, and the portable layer subscribes again with its next lease),
-// and the next Watch opens a new connection.
+// every subscriber. It listens on two channels: on the release channel
+// (lease mode only), a release's payload is the token of the waiter it
+// wakes (the head of the row's queue), dispatched to that waiter; on the
+// eviction channel, a force-release's payload is "FENCE NAME", handed to
+// every eviction watcher. If the connection fails, every waiter is woken
+// (to poll), every eviction watcher's channel is closed (its holders learn
+// at their next refresh; the portable layer subscribes again when its
+// watchdog next starts), and the next Watch opens a new connection.
 type listener struct {
-	pool    *pgxpool.Pool
-	channel string
+	pool      *pgxpool.Pool
+	releases  string // "" in advisory mode, whose waiters wait in the server
+	evictions string
+	onEvict   func(driver.Eviction) // called for an eviction handed to a watcher
 
 	startMu sync.Mutex // serialises (re)connecting
 
@@ -38,9 +40,9 @@ type listener struct {
 
 var errClosed = errors.New("pglock: driver closed")
 
-func newListener(pool *pgxpool.Pool, channel string) *listener {
+func newListener(pool *pgxpool.Pool, releases, evictions string) *listener {
 	return &listener{
-		pool: pool, channel: channel,
+		pool: pool, releases: releases, evictions: evictions,
 		watches: map[string]map[chan struct{}]struct{}{},
 		evicts:  map[chan driver.Eviction]struct{}{},
 	}
@@ -100,9 +102,14 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	conn := pc.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
-		closeConn(conn)
-		return nil, err
+	for _, ch := range []string{l.releases, l.evictions} {
+		if ch == "" {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			closeConn(conn)
+			return nil, err
+		}
 	}
 	return conn, nil
 }
@@ -129,8 +136,10 @@ func (l *listener) loop(ctx context.Context, conn *pgx.Conn, done chan struct{})
 			l.stopped()
 			return
 		}
-		if e, ok := parseEviction(n.Payload); ok {
-			l.evicted(e)
+		if n.Channel == l.evictions {
+			if e, ok := parseEviction(n.Payload); ok {
+				l.evicted(e)
+			}
 			continue
 		}
 		l.dispatch(n.Payload)
