@@ -2,6 +2,10 @@ package pglock_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec" // exec is a helper of these tests
 	"testing"
 	"time"
 
@@ -12,7 +16,103 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func TestMain(m *testing.M) { dlocktest.Main(m) }
+// envInner marks the test binary as re-executed by TestMain, with
+// DLOCK_URL naming the Examples' server.
+const envInner = "DLOCK_PGLOCK_TEST_INNER"
+
+// TestMain starts the PostgreSQL server that the Examples reach through
+// DLOCK_URL, runs the tests and Examples in a child process (this test
+// binary again, with the same flags) and stops the server when the child
+// has exited: dlocktest.Main, which checks for leaked goroutines, ends the
+// process it runs in, so no clean-up could follow it there. The tests
+// themselves use the child's own shared server (testserver.Postgres).
+func TestMain(m *testing.M) {
+	if os.Getenv(envInner) != "" {
+		dlocktest.Main(m)
+	}
+	os.Exit(runWithServer(func(tb testing.TB) string { return testserver.NewPostgres(tb).URL() }))
+}
+
+// runWithServer starts a server with start, re-executes the test binary
+// with DLOCK_URL set to the server's URL, stops the server, and returns
+// the child's exit code. Without the server binaries (testserver skips)
+// the child runs without DLOCK_URL and without the Examples.
+func runWithServer(start func(testing.TB) string) int {
+	tb := &mainTB{}
+	defer tb.cleanup()
+	args := os.Args[1:]
+	env := append(os.Environ(), envInner+"=1")
+	url, stop := tb.start(start)
+	switch {
+	case stop == nil:
+		env = append(env, "DLOCK_URL="+url)
+	case stop.skip:
+		fmt.Fprintf(os.Stderr, "examples skipped: %s\n", stop.msg)
+		args = append(args, "-test.skip=^Example")
+	default:
+		fmt.Fprintf(os.Stderr, "TestMain: %s\n", stop.msg)
+		return 1
+	}
+	cmd := osexec.Command(os.Args[0], args...)
+	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	var exit *osexec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "TestMain: run the tests: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// mainTB is the testing.TB that internal/testserver needs, outside any
+// test: it collects clean-ups, and turns Fatal and Skip into a panic that
+// start recovers. The embedded TB is nil: a method testserver starts to
+// use that mainTB lacks panics rather than misbehaving quietly.
+type mainTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+// stopped is why a server could not start.
+type stopped struct {
+	msg  string
+	skip bool
+}
+
+func (tb *mainTB) start(f func(testing.TB) string) (url string, stop *stopped) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, ok := r.(stopped)
+			if !ok {
+				panic(r)
+			}
+			stop = &s
+		}
+	}()
+	return f(tb), nil
+}
+
+func (tb *mainTB) cleanup() {
+	for i := len(tb.cleanups) - 1; i >= 0; i-- {
+		tb.cleanups[i]()
+	}
+}
+
+func (tb *mainTB) Helper()          {}
+func (tb *mainTB) Name() string     { return "TestMain" }
+func (tb *mainTB) Cleanup(f func()) { tb.cleanups = append(tb.cleanups, f) }
+func (tb *mainTB) Fatal(args ...any) {
+	panic(stopped{msg: fmt.Sprint(args...)})
+}
+func (tb *mainTB) Fatalf(format string, args ...any) {
+	panic(stopped{msg: fmt.Sprintf(format, args...)})
+}
+func (tb *mainTB) Skipf(format string, args ...any) {
+	panic(stopped{msg: fmt.Sprintf(format, args...), skip: true})
+}
 
 // db is one fresh database on the shared test server, with an admin pool
 // for reaching under the driver, and the lease and fence tables created.
