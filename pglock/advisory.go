@@ -20,6 +20,7 @@ var _ driver.SessionWatcher = (*advisory)(nil)
 
 type advisory struct {
 	base
+	listener                                               *listener // evictions only: waiters wait in the server
 	try, block, blockUntil, check, release, epoch, publish string
 
 	mu       sync.Mutex
@@ -27,11 +28,13 @@ type advisory struct {
 }
 
 func newAdvisory(b base) *advisory {
-	return &advisory{
-		base: b, try: b.sql(advisoryTry), block: b.sql(advisoryBlock), blockUntil: b.sql(advisoryBlockUntil), check: advisoryCheck,
+	d := &advisory{
+		base: b, listener: newListener(b.pool, "", b.evicted), try: b.sql(advisoryTry), block: b.sql(advisoryBlock), blockUntil: b.sql(advisoryBlockUntil), check: advisoryCheck,
 		release: advisoryRelease, epoch: b.sql(advisoryEpoch), publish: b.sql(advisoryPublish),
 		sessions: map[string]*session{},
 	}
+	d.listener.onEvict = d.markEvicted
+	return d
 }
 
 // Capabilities: the lease ends with the session, the TTL only paces the
@@ -120,6 +123,7 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 		return driver.Grant{}, err
 	}
 	s.fence, s.owner, s.publish = uint64(*fence), req.Owner, d.publish
+	s.evictions = d.listener.watchingEvictions
 	s.start()
 	// The lock lives as long as the session: its TTL, which only paces
 	// health checks, counts from now, however long the wait was.
@@ -318,6 +322,7 @@ func (d *advisory) Close() error {
 	for _, s := range ss {
 		s.end()
 	}
+	d.listener.close()
 	return d.close()
 }
 

@@ -64,26 +64,31 @@ func (d *advisory) holder(ctx context.Context, name string) (uint32, driver.Hold
 // ForceRelease draws a new fence first (so the evicted holder's fenced
 // writes fail, and the next grant's fence exceeds the one returned), then
 // terminates the backend holding name's advisory key and waits for it to
-// exit. It needs the right to signal that backend: the same role, or
-// membership in pg_signal_backend. A non-dlock session holding the same
-// key is terminated too.
+// exit, and announces the eviction to every WatchEvictions of this
+// prefix, all in one statement (advisoryEvict). It needs the right to
+// signal that backend: the same role, or membership in pg_signal_backend.
+// A non-dlock session holding the same key is terminated too.
 func (d *advisory) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
 	pid, h, held, err := d.holder(ctx, name)
 	if err != nil {
 		return driver.Holder{}, false, 0, err
 	}
 	var fence int64
-	if err := d.pool.QueryRow(ctx, d.sql(advisoryBump)).Scan(&fence); err != nil {
-		return driver.Holder{}, false, 0, d.classify(err)
-	}
 	if !held {
+		if err := d.pool.QueryRow(ctx, d.sql(advisoryBump)).Scan(&fence); err != nil {
+			return driver.Holder{}, false, 0, d.classify(err)
+		}
 		return driver.Holder{}, false, uint64(fence), nil
 	}
-	var ok bool
-	if err := d.pool.QueryRow(ctx, advisoryTerminate, int64(pid)).Scan(&ok); err != nil {
+	var (
+		gone     bool
+		notified int64
+	)
+	err = d.pool.QueryRow(ctx, d.sql(advisoryEvict), int64(pid), d.evicted, int64(h.Fence), name).Scan(&fence, &gone, &notified)
+	if err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
 	}
-	if !ok {
+	if !gone {
 		return driver.Holder{}, false, 0, fmt.Errorf("pglock: backend %d holding %q did not exit within 10 s", pid, name)
 	}
 	return h, true, uint64(fence), nil

@@ -126,6 +126,17 @@ const advisoryHolderOf = advisoryHolder + `
 // holder's, and below the next grant's.
 const advisoryBump = `SELECT nextval({{seqname}})`
 
-// advisoryTerminate ends backend $1, waiting up to 10 s for it to exit so
-// that its locks are free when this returns.
-const advisoryTerminate = `SELECT pg_terminate_backend($1, 10000)`
+// advisoryEvict ends backend $1, which holds the lock of name $4 with
+// fence $3 (0 for a holder that is not dlock's): it draws a new fence
+// (advisoryBump), terminates the backend, waiting up to 10 s for it to
+// exit so that its locks are free when this returns, and, when it exited
+// and its grant is known, announces the eviction as "FENCE NAME" on
+// channel $2. The NOTIFY is sent when the statement's transaction commits:
+// only if the backend was terminated, after it was.
+const advisoryEvict = `
+WITH b AS MATERIALIZED (
+	SELECT nextval({{seqname}}) AS fence, pg_terminate_backend($1, 10000) AS gone
+), n AS MATERIALIZED (
+	SELECT pg_notify($2, $3::bigint::text || ' ' || $4::text) FROM b WHERE b.gone AND $3::bigint > 0
+)
+SELECT b.fence, b.gone, (SELECT count(*) FROM n) FROM b`

@@ -74,6 +74,35 @@
 // there); a name "pg_advisory:N" uses key N itself, so dlock
 // interoperates with code calling pg_advisory_lock(N).
 //
+// # Force-release
+//
+// ForceRelease (Locker.ForceRelease, `dlock release --force`) evicts
+// whoever holds a lock and draws a new fence: in lease mode one statement
+// frees the row; in advisory mode one statement terminates the holder's
+// backend (pg_terminate_backend, waiting for it to exit; it needs the
+// right to signal it: the same role or pg_signal_backend). The same
+// transaction announces the eviction with NOTIFY on the channel T_evicted
+// (T the table or prefix, without its schema), payload "FENCE NAME" (the
+// evicted grant's fence, a space, its name), so the notice is delivered
+// only if the eviction committed. Both modes implement
+// driver.EvictionWatcher: a Locker holding leases LISTENs on that channel
+// on its one listening connection (the one lease-mode waiters use; in
+// advisory mode it is opened for this alone, one connection more than the
+// pool's), and the evicted holder's lease ends at once, Lease.Done closed
+// with dlock.LostForceReleased, instead of at its next refresh.
+//
+// In advisory mode the holder sees its connection close just before the
+// notice arrives, so a pinned session terminated "by administrator
+// command" (SQLSTATE 57P01) waits up to one second for the notice before
+// it reports its session lost; a pg_terminate_backend from elsewhere thus
+// reaches the holder (as dlock.LostSession) up to one second later, or at
+// its next health check if that comes first. Delivery is best effort: a
+// Locker whose listening connection fails, or which falls 64 evictions
+// behind, learns at its next refresh (lease mode: its lease is gone;
+// advisory mode: its session is). Tables of the same name in different
+// schemas share the channel; a notice ends only a lease of that name and
+// fence, but give such tables different names.
+//
 // # URLs
 //
 //	postgres://user:password@host:5432/db?sslmode=disable
@@ -157,9 +186,9 @@
 // restart or failover ends every session and with it every lock: a holder
 // whose lease has lived 50 ms knows of it when its socket closes (its
 // next Refresh fails without a round trip), a younger one at its next
-// health check, TTL/3 at most; it must stop. (The portable layer asks the
-// driver at each refresh; a driver signal that closes Lease.Done at once
-// is proposed in docs/postgres.md.) A transaction-pooling proxy
+// health check, TTL/3 at most; it must stop. (The driver implements
+// driver.SessionWatcher, so Lease.Done closes then, with
+// dlock.LostSession.) A transaction-pooling proxy
 // (PgBouncer pool_mode=transaction or statement) silently breaks session
 // locks: the lock stays on a server backend that then serves other
 // clients. pglock detects a proxy by comparing the backend pid reported

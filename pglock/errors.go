@@ -22,6 +22,10 @@ const (
 	codePermission      = "42501"
 )
 
+// codeAdminShutdown is the FATAL error of a session ended "due to
+// administrator command": pg_terminate_backend, or a server shutdown.
+const codeAdminShutdown = "57P01"
+
 // classify marks the errors that retrying cannot cure as permanent
 // (driver.Permanent), and gives a missing schema the fix, naming the mode.
 // Every other error is returned unchanged. It never turns an error into

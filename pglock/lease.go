@@ -35,7 +35,7 @@ type leases struct {
 }
 
 func newLeases(b base) *leases {
-	d := &leases{base: b, listener: newListener(b.pool, b.channel), lastSweep: time.Now()}
+	d := &leases{base: b, listener: newListener(b.pool, b.channel, b.evicted), lastSweep: time.Now()}
 	d.acquire, d.acquireInTurn = d.sql(strings.Replace(leaseAcquire, "{{inturn}}", "", 1)), d.sql(strings.Replace(leaseAcquire, "{{inturn}}", inTurn, 1))
 	d.holder, d.queue = d.sql(leaseHolder), d.sql(leaseQueue)
 	d.refresh, d.release, d.tombstone = d.sql(leaseRefresh), d.sql(leaseRelease), d.sql(leaseTombstone)

@@ -96,14 +96,17 @@ func (d *leases) Inspect(ctx context.Context, name string) (driver.Holder, bool,
 
 // ForceRelease frees name whoever holds it and gives it a new fence from
 // the sequence, so the evicted holder's fenced writes fail from now on.
+// The same statement announces the eviction to every WatchEvictions of
+// this table (see leaseForceRelease).
 func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
 	var (
 		held          bool
 		owner         string
 		fence, micros int64
 		newFence      int64
+		notified      int64
 	)
-	err := d.pool.QueryRow(ctx, d.forceRelease, name).Scan(&held, &owner, &fence, &micros, &newFence)
+	err := d.pool.QueryRow(ctx, d.forceRelease, name, d.evicted).Scan(&held, &owner, &fence, &micros, &newFence, &notified)
 	if err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
 	}

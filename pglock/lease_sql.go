@@ -184,7 +184,9 @@ WHERE h.name = $1 AND h.token IS NOT NULL AND h.expires_at > clock_timestamp()`
 // leaseForceRelease frees name whoever holds it and gives it a new fence
 // from the sequence, returning the evicted holder (read under the row
 // lock) and the new fence. A free name gets a tombstone row carrying the
-// new fence.
+// new fence. An evicted holder's grant is announced as "FENCE NAME" on
+// channel $2 (the eviction channel), sent when the statement's transaction
+// commits, to every client's WatchEvictions.
 const leaseForceRelease = `
 WITH h AS (
 	SELECT name, token, owner, fence, expires_at FROM {{table}} WHERE name = $1 FOR UPDATE
@@ -193,7 +195,9 @@ WITH h AS (
 	SELECT $1, NULL, '', f.fence, clock_timestamp() FROM f
 	ON CONFLICT (name) DO UPDATE SET token = NULL, owner = '', expires_at = clock_timestamp(), fence = excluded.fence,
 		dead = CASE WHEN l.token IS NULL THEN l.dead ELSE (l.dead || l.token)[greatest(1, cardinality(l.dead) - 6):] END
+), n AS MATERIALIZED (
+	SELECT pg_notify($2, h.fence::text || ' ' || h.name) FROM h WHERE h.token IS NOT NULL
 )
 SELECT coalesce((SELECT h.token IS NOT NULL AND h.expires_at > clock_timestamp() FROM h), false),
 	coalesce((SELECT owner FROM h), ''), coalesce((SELECT fence FROM h), 0),
-	coalesce((SELECT ` + microsLeft + ` FROM h), -1), (SELECT fence FROM f)`
+	coalesce((SELECT ` + microsLeft + ` FROM h), -1), (SELECT fence FROM f), (SELECT count(*) FROM n)`

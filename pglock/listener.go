@@ -6,19 +6,26 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlockdev/dlock/driver"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// listener delivers release notifications with LISTEN on ONE connection
-// per driver, taken out of the pool (so the pool's hooks apply) and shared
-// by every waiter: each notification's payload is the token of the waiter
-// it wakes (the head of the row's queue), dispatched to that waiter. If the connection fails, every waiter is woken
-// (to poll) and the next Watch opens a new one; waiters already subscribed
-// fall back to the portable layer's backoff polling until then.
+// listener delivers notifications with LISTEN on ONE connection per
+// driver, taken out of the pool (so the pool's hooks apply) and shared by
+// every subscriber. It listens on two channels: on the release channel
+// (lease mode only), a release's payload is the token of the waiter it
+// wakes (the head of the row's queue), dispatched to that waiter; on the
+// eviction channel, a force-release's payload is "FENCE NAME", handed to
+// every eviction watcher. If the connection fails, every waiter is woken
+// (to poll), every eviction watcher's channel is closed (its holders learn
+// at their next refresh; the portable layer subscribes again when its
+// watchdog next starts), and the next Watch opens a new connection.
 type listener struct {
-	pool    *pgxpool.Pool
-	channel string
+	pool      *pgxpool.Pool
+	releases  string // "" in advisory mode, whose waiters wait in the server
+	evictions string
+	onEvict   func(driver.Eviction) // called for an eviction handed to a watcher
 
 	startMu sync.Mutex // serialises (re)connecting
 
@@ -28,12 +35,17 @@ type listener struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the loop has exited
 	watches map[string]map[chan struct{}]struct{}
+	evicts  map[chan driver.Eviction]struct{}
 }
 
 var errClosed = errors.New("pglock: driver closed")
 
-func newListener(pool *pgxpool.Pool, channel string) *listener {
-	return &listener{pool: pool, channel: channel, watches: map[string]map[chan struct{}]struct{}{}}
+func newListener(pool *pgxpool.Pool, releases, evictions string) *listener {
+	return &listener{
+		pool: pool, releases: releases, evictions: evictions,
+		watches: map[string]map[chan struct{}]struct{}{},
+		evicts:  map[chan driver.Eviction]struct{}{},
+	}
 }
 
 // Watch subscribes to notifications whose payload is key (a waiter's
@@ -90,9 +102,14 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	conn := pc.Hijack()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
-		closeConn(conn)
-		return nil, err
+	for _, ch := range []string{l.releases, l.evictions} {
+		if ch == "" {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			closeConn(conn)
+			return nil, err
+		}
 	}
 	return conn, nil
 }
@@ -119,6 +136,12 @@ func (l *listener) loop(ctx context.Context, conn *pgx.Conn, done chan struct{})
 			l.stopped()
 			return
 		}
+		if n.Channel == l.evictions {
+			if e, ok := parseEviction(n.Payload); ok {
+				l.evicted(e)
+			}
+			continue
+		}
 		l.dispatch(n.Payload)
 	}
 }
@@ -132,11 +155,16 @@ func (l *listener) dispatch(key string) {
 	}
 }
 
-// stopped records the loss of the connection and wakes every waiter.
+// stopped records the loss of the connection, wakes every waiter and
+// closes every eviction watcher's channel.
 func (l *listener) stopped() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.running = false
+	for ch := range l.evicts {
+		close(ch)
+	}
+	clear(l.evicts)
 	for _, set := range l.watches {
 		for ch := range set {
 			wake(ch)

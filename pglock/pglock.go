@@ -37,7 +37,9 @@ const (
 // leases and its name is also the LISTEN/NOTIFY channel on which releases
 // are announced; in advisory mode it is the prefix of the mode's objects.
 // Each mode has a fence sequence named after its table plus "_seq", and
-// advisory mode an unlogged table of holders plus "_holders".
+// advisory mode an unlogged table of holders plus "_holders". In both
+// modes ForceRelease announces each eviction on the NOTIFY channel named
+// after the table (without its schema) plus "_evicted".
 const (
 	DefaultLeaseTable = "dlock_leases"
 	DefaultFenceTable = "dlock_fences"
@@ -48,6 +50,7 @@ const (
 	seqSuffix     = "_seq"
 	holdersSuffix = "_holders"
 	waitersSuffix = "_waiters"
+	evictedSuffix = "_evicted" // a NOTIFY channel, not an object
 	maxSuffix     = len(holdersSuffix)
 )
 
@@ -155,7 +158,7 @@ func (c Config) table(m Mode) (pgx.Identifier, error) {
 }
 
 // base is what both modes share: the pool, the objects' names, the
-// release channel.
+// release and eviction channels.
 type base struct {
 	pool    *pgxpool.Pool
 	ownPool bool
@@ -164,6 +167,7 @@ type base struct {
 	ident   pgx.Identifier
 	table   string // quoted, possibly schema-qualified
 	channel string // the table's own name, unquoted
+	evicted string // channel + evictedSuffix: force-releases are announced on it
 	names   *strings.Replacer
 }
 
@@ -171,7 +175,7 @@ func newBase(pool *pgxpool.Pool, ownPool bool, table pgx.Identifier, mode Mode, 
 	channel := table[len(table)-1]
 	b := base{
 		pool: pool, ownPool: ownPool, mode: mode, url: url, ident: table,
-		table: table.Sanitize(), channel: channel,
+		table: table.Sanitize(), channel: channel, evicted: channel + evictedSuffix,
 	}
 	b.names = strings.NewReplacer(
 		"{{table}}", b.table,

@@ -42,7 +42,14 @@ type session struct {
 	watched chan struct{} // closed when the watcher has returned
 	lostMu  sync.Mutex
 	lost    error         // why the connection closed, once it has
-	lostCh  chan struct{} // closed with lost
+	lostCh  chan struct{} // closed with lost, unless evicted
+	evicted bool
+	evictCh chan struct{} // closed with evicted
+
+	// evictions is the driver listener's watchingEvictions: a channel
+	// closed when the listening connection ends, nil when no eviction
+	// watcher is subscribed.
+	evictions func() <-chan struct{}
 }
 
 // ErrTransactionPooling reports a proxy that hands one client connection's
@@ -54,7 +61,7 @@ var ErrTransactionPooling = errors.New("pglock: the server backend changed betwe
 
 // start arms the watcher, watchDelay from now.
 func (s *session) start() {
-	s.lostCh = make(chan struct{})
+	s.lostCh, s.evictCh = make(chan struct{}), make(chan struct{})
 	s.arm(watchDelay)
 }
 
@@ -83,7 +90,7 @@ func (s *session) watch(ctx context.Context, done chan struct{}) {
 		cancel()
 		if err != nil {
 			if s.conn.Conn().IsClosed() {
-				s.setLost(err)
+				s.lose(ctx, err)
 			}
 			return // the next Refresh tells
 		}
@@ -95,7 +102,7 @@ func (s *session) watch(ctx context.Context, done chan struct{}) {
 		switch {
 		case err == nil || ctx.Err() != nil:
 		case pc.IsClosed():
-			s.setLost(err)
+			s.lose(ctx, err)
 			return
 		default: // not a loss; the next statement will tell
 			return
@@ -103,13 +110,57 @@ func (s *session) watch(ctx context.Context, done chan struct{}) {
 	}
 }
 
+// lose records the loss of the connection. A session evicted by
+// ForceRelease leaves the end of its lease to the eviction watcher:
+// SessionDone stays open, so that the lease ends as force-released. As
+// the eviction notice arrives just after the connection closes (see
+// evictionGrace), a backend terminated by an administrator waits for it
+// while evictions are watched.
+func (s *session) lose(ctx context.Context, err error) {
+	var down <-chan struct{}
+	if adminTerminated(err) && s.evictions != nil {
+		down = s.evictions()
+	}
+	if down != nil {
+		t := time.NewTimer(evictionGrace)
+		defer t.Stop()
+		select {
+		case <-s.evictCh:
+		case <-down:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	s.setLost(err)
+}
+
 func (s *session) setLost(err error) {
 	s.lostMu.Lock()
 	defer s.lostMu.Unlock()
 	if s.lost == nil {
 		s.lost = fmt.Errorf("%w: %w", errSessionLost, err)
-		close(s.lostCh)
+		if !s.evicted {
+			close(s.lostCh)
+		}
 	}
+}
+
+// markEvicted records that ForceRelease evicted this session's grant and
+// that an eviction watcher was told.
+func (s *session) markEvicted() {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	if !s.evicted && s.lost == nil {
+		s.evicted = true
+		close(s.evictCh)
+	}
+}
+
+// adminTerminated reports whether err is the server ending the session
+// "due to administrator command": pg_terminate_backend, or a shutdown.
+func adminTerminated(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == codeAdminShutdown
 }
 
 func (s *session) lostErr() error {
@@ -209,7 +260,7 @@ func (s *session) unlock(ctx context.Context, release string) error {
 func isConnErr(conn *pgxpool.Conn, err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return pgErr.Severity == "FATAL" || pgErr.Code == "57P01"
+		return pgErr.Severity == "FATAL" || pgErr.Code == codeAdminShutdown
 	}
 	return conn.Conn().IsClosed() && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
