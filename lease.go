@@ -278,13 +278,3 @@ func (ls *Lease) finish(err error) {
 
 // errSessionGone is the cause of a loss pushed by a driver.SessionWatcher.
 var errSessionGone = errors.New("the backend session holding the lock ended")
-
-// watchSession ends the lease as soon as the backend session it lives in
-// ends (driver.SessionWatcher); it returns when either ends.
-func (ls *Lease) watchSession(session <-chan struct{}) {
-	select {
-	case <-session:
-		ls.lose(LostSession, errSessionGone)
-	case <-ls.done:
-	}
-}

@@ -91,9 +91,16 @@ func (l *Locker) acquire(ctx context.Context, name string, s settings) (*Lease, 
 	}
 }
 
-// waitContext bounds ctx by the wait; Forever adds no bound.
+// waitContext bounds ctx by the wait; Forever adds no bound. A single
+// attempt (wait 0) runs on ctx itself: a derived context would make
+// every client library watch it (pgx registers a context.AfterFunc per
+// statement; a client that does not honour deadlines needs a goroutine
+// per call to bound it) even when ctx can never end.
 func waitContext(ctx context.Context, start time.Time, wait time.Duration) (context.Context, context.CancelFunc) {
-	if wait == Forever || wait == 0 {
+	if wait == 0 {
+		return ctx, func() {}
+	}
+	if wait == Forever {
 		return context.WithCancel(ctx)
 	}
 	return context.WithDeadline(ctx, start.Add(wait))
@@ -107,9 +114,7 @@ func (l *Locker) granted(req driver.Request, g driver.Grant, sent time.Time, s s
 		return nil, invalid("Locker is closed")
 	}
 	if sw, ok := l.drv.(driver.SessionWatcher); ok {
-		if ch := sw.SessionDone(req.Token); ch != nil {
-			go ls.watchSession(ch)
-		}
+		sw.WatchSession(req.Token, func() { ls.lose(LostSession, errSessionGone) })
 	}
 	return ls, nil
 }

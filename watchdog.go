@@ -38,8 +38,13 @@ type watchdog struct {
 	// the loop rescan every lease each time.
 	wakeAt time.Time
 	wake   chan struct{}
-	stop   chan struct{} // closed by Locker.Close
-	wg     sync.WaitGroup
+	// idle wakes the loop watchdogLinger after the last lease went, so
+	// that it lingers and exits on time: a timer rather than a wake-up at
+	// each release, which a Locker taking one short lease after another
+	// would pay every time.
+	idle *time.Timer
+	stop chan struct{} // closed by Locker.Close
+	wg   sync.WaitGroup
 }
 
 type schedule struct {
@@ -55,12 +60,18 @@ type schedule struct {
 const maxBatch = 1000
 
 func newWatchdog(drv driver.Driver, clock Clock, releaseLost func(name, token string, ttl time.Duration)) *watchdog {
-	return &watchdog{drv: drv, clock: clock, releaseLost: releaseLost, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	wd := &watchdog{drv: drv, clock: clock, releaseLost: releaseLost, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	wd.idle = time.AfterFunc(time.Hour, wd.poke)
+	wd.idle.Stop()
+	return wd
 }
 
 func (wd *watchdog) add(ls *Lease) {
 	s := scheduleFor(ls)
 	wd.mu.Lock()
+	if len(wd.sched) == 0 {
+		wd.idle.Stop()
+	}
 	wd.sched[ls] = s
 	start := !wd.running
 	if start {
@@ -106,16 +117,16 @@ func (wd *watchdog) reschedule(ls *Lease) {
 	wd.mu.Unlock()
 }
 
-// remove forgets ls. The loop is woken only when no lease is left, so
-// that it lingers and exits on time; otherwise its next scan skips ls.
+// remove forgets ls: the loop's next scan skips it. When no lease is
+// left, the idle timer wakes the loop watchdogLinger later (unless a new
+// lease came meanwhile), so that it lingers and exits on time.
 func (wd *watchdog) remove(ls *Lease) {
 	wd.mu.Lock()
 	delete(wd.sched, ls)
-	last := len(wd.sched) == 0
-	wd.mu.Unlock()
-	if last {
-		wd.poke()
+	if len(wd.sched) == 0 {
+		wd.idle.Reset(watchdogLinger)
 	}
+	wd.mu.Unlock()
 }
 
 func (wd *watchdog) poke() {
@@ -128,6 +139,7 @@ func (wd *watchdog) poke() {
 // close stops the loop and waits until it and every refresh in flight
 // have returned. No lease is added after close (Locker.track refuses).
 func (wd *watchdog) close() {
+	wd.idle.Stop()
 	close(wd.stop)
 	wd.wg.Wait()
 }
@@ -138,8 +150,16 @@ func (wd *watchdog) close() {
 const watchdogLinger = 200 * time.Millisecond
 
 // linger waits, with no lease to keep, for a new one (true) or for the
-// linger time or Close to pass (false: the loop must exit).
+// linger time or Close to pass (false: the loop must exit). The end of
+// the linger is the loop's next wake-up: a lease added meanwhile that is
+// due no earlier wakes nobody (a Locker taking one short lease after
+// another then costs no goroutine wake-up per lease).
 func (wd *watchdog) linger(timer Timer) bool {
+	wd.mu.Lock()
+	if len(wd.sched) == 0 {
+		wd.wakeAt = wd.clock.Now().Add(watchdogLinger)
+	}
+	wd.mu.Unlock()
 	timer.Reset(watchdogLinger)
 	select {
 	case <-wd.wake:
@@ -183,6 +203,11 @@ func (wd *watchdog) loop() {
 		select {
 		case <-timer.C():
 		case <-wd.wake:
+		case <-wd.stop: // Close has ended every lease
+			wd.mu.Lock()
+			wd.running = false
+			wd.mu.Unlock()
+			return
 		}
 	}
 }

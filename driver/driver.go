@@ -327,10 +327,12 @@ type EvictionWatcher interface {
 // SessionWatcher is implemented by backends whose leases live in a
 // client-side session that can end on its own (a Postgres advisory lock's
 // pinned connection, closed by a server crash or a terminated backend).
-// SessionDone returns a channel closed when the session holding token's
-// lease has ended, or nil when token holds nothing. The portable layer
-// watches it from the grant on and ends the lease at once (LostSession)
-// instead of at the next refresh.
+// WatchSession arranges for lost to be called, once and on a goroutine of
+// its own, when the session holding token's lease ends, and reports
+// whether token holds anything (false: lost is never called). The
+// portable layer registers it at the grant and ends the lease at once
+// (LostSession) instead of at the next refresh. A callback rather than a
+// channel: a lease that ends first costs no goroutine waiting on it.
 type SessionWatcher interface {
-	SessionDone(token string) <-chan struct{}
+	WatchSession(token string, lost func()) bool
 }

@@ -20,8 +20,8 @@ var _ driver.SessionWatcher = (*advisory)(nil)
 
 type advisory struct {
 	base
-	listener                                               *listener // evictions only: waiters wait in the server
-	try, block, blockUntil, check, release, epoch, publish string
+	listener                                                         *listener // evictions only: waiters wait in the server
+	try, holderOf, block, blockUntil, check, release, epoch, publish string
 
 	mu       sync.Mutex
 	sessions map[string]*session // by token
@@ -29,7 +29,7 @@ type advisory struct {
 
 func newAdvisory(b base) *advisory {
 	d := &advisory{
-		base: b, listener: newListener(b.pool, "", b.evicted), try: b.sql(advisoryTry), block: b.sql(advisoryBlock), blockUntil: b.sql(advisoryBlockUntil), check: advisoryCheck,
+		base: b, listener: newListener(b.pool, "", b.evicted), try: b.sql(advisoryTry), holderOf: b.sql(advisoryHolderOf), block: b.sql(advisoryBlock), blockUntil: b.sql(advisoryBlockUntil), check: advisoryCheck,
 		release: advisoryRelease, epoch: b.sql(advisoryEpoch), publish: b.sql(advisoryPublish),
 		sessions: map[string]*session{},
 	}
@@ -92,10 +92,7 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 	if err := d.newEpoch(ctx, s.conn); err != nil {
 		return driver.Grant{}, err
 	}
-	var (
-		fence  *int64
-		holder heldBy
-	)
+	var fence *int64
 	if wait && !d.worthBlocking(ctx) {
 		wait = false // too little time left to wait in the server: one try
 	}
@@ -105,18 +102,26 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 		err := d.blockRow(ctx, s).Scan(fence, &s.pid)
 		h := later(driver.Holder{Name: req.Name, TTL: -1})
 		if isLockTimeout(err) {
-			return driver.Grant{Holder: h}, nil // the server ended the wait: nothing left queued
+			// The server ended the wait: nothing is left queued. But a
+			// grant can race the timeout: the statement then fails, yet
+			// the session keeps the lock it was granted (Postgres honours
+			// a grant that lands as the wait times out). The lock is
+			// freed before the connection goes back to the pool, where it
+			// would otherwise hold the lock for as long as it lives.
+			if _, err := s.conn.Exec(ctx, advisoryUnlockAll); err != nil {
+				return driver.Grant{Holder: h}, err // the connection is closed, which frees it
+			}
+			return driver.Grant{Holder: h}, nil
 		}
 		if err != nil {
 			return driver.Grant{Holder: h}, err
 		}
 	} else {
-		err := s.conn.QueryRow(ctx, d.try, s.key).Scan(&fence, &s.pid, &holder.pid, &holder.owner, &holder.fence)
-		if err != nil {
+		if err := s.conn.QueryRow(ctx, d.try, s.key).Scan(&fence, &s.pid); err != nil {
 			return driver.Grant{}, err
 		}
 		if fence == nil {
-			return driver.Grant{Holder: holder.describe(req.Name)}, nil
+			return d.refused(ctx, s, req.Name)
 		}
 	}
 	if err := checkPinnable(ctx, s.conn, s.pid); err != nil {
@@ -187,7 +192,7 @@ func (d *advisory) describeLater(ctx context.Context, name string) func(h driver
 	t := time.AfterFunc(describeAfter, func() {
 		defer close(done)
 		var h heldBy
-		err := d.pool.QueryRow(ctx, d.sql(advisoryHolderOf), Key(name)).Scan(&h.pid, &h.owner, &h.fence)
+		err := d.pool.QueryRow(ctx, d.holderOf, Key(name)).Scan(&h.pid, &h.owner, &h.fence)
 		if err == nil && h.owner != nil {
 			b := h.describe(name)
 			better = &b
@@ -204,7 +209,20 @@ func (d *advisory) describeLater(ctx context.Context, name string) func(h driver
 	}
 }
 
-// heldBy is what the try statement says about a holder: its backend pid
+// refused describes the holder of a lock the try found held, on the
+// try's connection: its backend pid and holders row. A holder that
+// unlocked in between is described as unknown; a failed lookup is an
+// error (the connection, whose state is then unknown, is closed).
+func (d *advisory) refused(ctx context.Context, s *session, name string) (driver.Grant, error) {
+	var h heldBy
+	err := s.conn.QueryRow(ctx, d.holderOf, s.key).Scan(&h.pid, &h.owner, &h.fence)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return driver.Grant{}, err
+	}
+	return driver.Grant{Holder: h.describe(name)}, nil
+}
+
+// heldBy is what advisoryHolderOf says about a holder: its backend pid
 // (NULL when it unlocked between the try and the lookup), and its holders
 // row (NULL when it has none).
 type heldBy struct {
@@ -340,16 +358,17 @@ func (d *advisory) MigrateReport(ctx context.Context) ([]string, error) {
 	return d.migrate(ctx, advisoryObjects, advisoryDDL...)
 }
 
-// SessionDone returns a channel closed when the session holding token's
-// lease is known to have ended (its connection closed: a server crash or
-// restart, a terminated backend), without waiting for the next Refresh;
-// nil when token holds nothing here. It is what a portable layer would
-// watch to tell the holder at once (see docs/postgres.md).
-func (d *advisory) SessionDone(token string) <-chan struct{} {
-	if s := d.session(token); s != nil {
-		return s.lostCh
+// WatchSession (driver.SessionWatcher) calls lost when the session
+// holding token's lease is known to have ended (its connection closed: a
+// server crash or restart, a terminated backend), without waiting for the
+// next Refresh. It reports false when token holds nothing here.
+func (d *advisory) WatchSession(token string, lost func()) bool {
+	s := d.session(token)
+	if s == nil {
+		return false
 	}
-	return nil
+	s.onLost(lost)
+	return true
 }
 
 func destroy(conn *pgxpool.Conn) {

@@ -1,7 +1,10 @@
 package pglock_test
 
 import (
+	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,4 +42,80 @@ func TestAdvisoryWaitEndsInServer(t *testing.T) {
 			t.Fatalf("wait %d: %d advisory requests still queued when Acquire returned, want 0", i, queued)
 		}
 	}
+}
+
+// TestAdvisoryTimedOutWaitLeavesNoLock: a grant can land just as a
+// bounded wait times out in the server; the statement fails with
+// lock_not_available, yet Postgres keeps the lock granted to the session.
+// Such a connection must not go back to the pool holding the lock (it
+// would hold it for as long as it lives, and hand it to whoever the pool
+// gives it to next, advisory locks being re-entrant). Contenders whose
+// waits all end at one deadline, in rounds, make the race frequent (it
+// left a lock behind in every round before the fix); once they stop, no
+// backend may still hold the lock, and a fresh TryAcquire must get it.
+func TestAdvisoryTimedOutWaitLeavesNoLock(t *testing.T) {
+	d := newDB(t)
+	c := ctx(t)
+	const workers = 16
+	lockers := make([]*dlock.Locker, workers)
+	for i := range lockers {
+		lockers[i] = d.locker(t, pglock.Config{Mode: pglock.Advisory})
+	}
+	var timedOut atomic.Int64
+	for range 6 {
+		round, cancel := context.WithTimeout(c, 300*time.Millisecond)
+		var wg sync.WaitGroup
+		for _, l := range lockers {
+			wg.Go(func() {
+				for round.Err() == nil {
+					ls, err := l.Acquire(round, "timed-out-waits", dlock.WithWait(dlock.Forever), dlock.WithTTL(time.Minute))
+					if err != nil {
+						timedOut.Add(1)
+						continue
+					}
+					if err := ls.Release(c); err != nil {
+						t.Errorf("release: %v", err)
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+	}
+	if timedOut.Load() == 0 {
+		t.Fatal("no wait timed out: the test did not exercise the race")
+	}
+	// A destroyed connection's backend frees its locks when it exits,
+	// within moments; a lock still held after that is a leak.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var holders []string
+		rows, err := d.admin.Query(c, `SELECT l.pid::text || ' (' || coalesce(a.state, '?') || ', last: ' || coalesce(left(a.query, 40), '?') || ')'
+			FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var h string
+			if err := rows.Scan(&h); err != nil {
+				t.Fatal(err)
+			}
+			holders = append(holders, h)
+		}
+		rows.Close()
+		if len(holders) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d timed-out waits and every lease released, backends still hold the lock: %v", timedOut.Load(), holders)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ls, err := lockers[0].TryAcquire(c, "timed-out-waits")
+	if err != nil {
+		t.Fatalf("TryAcquire after the contention: %v", err)
+	}
+	_ = ls.Release(c)
 }

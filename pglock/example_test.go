@@ -2,6 +2,7 @@ package pglock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -72,6 +73,36 @@ func ExampleConfig_Locker() {
 	defer second.Release(ctx)
 	fmt.Println("fence increased:", second.Fence() > first.Fence())
 	// Output: fence increased: true
+}
+
+// A Locker in advisory mode: each held lock is a session advisory lock on
+// a pool connection pinned for the lease, freed at once if the holder's
+// process dies. Size pool_max_conns for the leases held at once.
+func ExampleNewAdvisory() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DLOCK_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	locker, err := pglock.NewAdvisory(pool)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	if err := locker.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	ls, err := locker.TryAcquire(ctx, "rebuild-index")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = locker.TryAcquire(ctx, "rebuild-index")
+	fmt.Println("second attempt refused:", errors.Is(err, dlock.ErrNotAcquired))
+	if err := ls.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: second attempt refused: true
 }
 
 // Opening from a URL: mode, table and pool settings are query keys, e.g.

@@ -41,8 +41,8 @@ type session struct {
 	stopW   context.CancelFunc
 	watched chan struct{} // closed when the watcher has returned
 	lostMu  sync.Mutex
-	lost    error         // why the connection closed, once it has
-	lostCh  chan struct{} // closed with lost, unless evicted
+	lost    error  // why the connection closed, once it has
+	lostFn  func() // called (once, on its own goroutine) with lost, unless evicted
 	evicted bool
 	evictCh chan struct{} // closed with evicted
 
@@ -61,7 +61,7 @@ var ErrTransactionPooling = errors.New("pglock: the server backend changed betwe
 
 // start arms the watcher, watchDelay from now.
 func (s *session) start() {
-	s.lostCh, s.evictCh = make(chan struct{}), make(chan struct{})
+	s.evictCh = make(chan struct{})
 	s.arm(watchDelay)
 }
 
@@ -112,7 +112,7 @@ func (s *session) watch(ctx context.Context, done chan struct{}) {
 
 // lose records the loss of the connection. A session evicted by
 // ForceRelease leaves the end of its lease to the eviction watcher:
-// SessionDone stays open, so that the lease ends as force-released. As
+// the lease is not ended as lost, so that it ends as force-released. As
 // the eviction notice arrives just after the connection closes (see
 // evictionGrace), a backend terminated by an administrator waits for it
 // while evictions are watched.
@@ -139,9 +139,22 @@ func (s *session) setLost(err error) {
 	defer s.lostMu.Unlock()
 	if s.lost == nil {
 		s.lost = fmt.Errorf("%w: %w", errSessionLost, err)
-		if !s.evicted {
-			close(s.lostCh)
+		if !s.evicted && s.lostFn != nil {
+			go s.lostFn()
 		}
+	}
+}
+
+// onLost registers fn to be called when the session is lost (at once if
+// it already is), unless it was evicted: the eviction watcher ends that
+// lease, as force-released. fn runs on a goroutine of its own, as it may
+// release the lease, which waits for the watcher that detected the loss.
+func (s *session) onLost(fn func()) {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	s.lostFn = fn
+	if s.lost != nil && !s.evicted {
+		go fn()
 	}
 }
 

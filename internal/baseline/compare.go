@@ -134,12 +134,23 @@ func (t *Target) compare(ctx context.Context, w Workload, cfg Config) (Compariso
 				fmt.Sprintf("%swarm/%s/%d/", cfg.Prefix, w.Name, i), sides[i].Cycle, benchwork.GoOn)
 		}
 	}
+	var locks [2]benchwork.Lock
+	if w.Contended {
+		for i, s := range sides {
+			lock, teardown, err := setUpContenders(ctx, s, w, fmt.Sprintf("%s%s/%d/lock", cfg.Prefix, w.Name, i))
+			if err != nil {
+				return Comparison{}, err
+			}
+			defer teardown()
+			locks[i] = lock
+		}
+	}
 	slice := cfg.Duration / time.Duration(cfg.Rounds)
 	for r := range cfg.Rounds {
 		for k := range 2 {
 			i := (r + k) % 2 // dlock, base; base, dlock; ...
 			name := fmt.Sprintf("%s%s/%d/r%d/", cfg.Prefix, w.Name, i, r)
-			if err := t.round(ctx, w, sides[i], &tallies[i], slice, name); err != nil {
+			if err := t.round(ctx, w, sides[i], &tallies[i], slice, name, locks[i]); err != nil {
 				return Comparison{}, err
 			}
 		}
@@ -159,17 +170,37 @@ func (t *Target) compare(ctx context.Context, w Workload, cfg Config) (Compariso
 	return c, nil
 }
 
-// round runs one side for d and adds it to tl.
-func (t *Target) round(ctx context.Context, w Workload, s *Side, tl *tally, d time.Duration, name string) error {
+// setUpContenders sets up one side's contenders for a contended
+// workload, once for all its rounds, and has each take and release the
+// lock once before anything is counted: a contender's connections,
+// sessions and subscriptions are then up, as in the long-running
+// processes the workload stands for, and none of them is set up again in
+// every round.
+func setUpContenders(ctx context.Context, s *Side, w Workload, name string) (benchwork.Lock, func(), error) {
+	lock, teardown, err := s.Contend(ctx, w.Goroutines, name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: set up %d contenders: %w", w.Name, w.Goroutines, err)
+	}
+	for worker := range w.Goroutines {
+		release, err := lock(ctx, worker)
+		if err == nil {
+			err = release(ctx)
+		}
+		if err != nil {
+			teardown()
+			return nil, nil, fmt.Errorf("%s: warm contender %d: %w", w.Name, worker, err)
+		}
+	}
+	return lock, teardown, nil
+}
+
+// round runs one side for d and adds it to tl; lock is the side's
+// contenders in a contended workload.
+func (t *Target) round(ctx context.Context, w Workload, s *Side, tl *tally, d time.Duration, name string, lock benchwork.Lock) error {
 	run := func() {
 		tl.cycles = tl.cycles.Merge(benchwork.RunCycles(ctx, benchwork.For(d), w.Goroutines, name, s.Cycle, benchwork.GoOn))
 	}
 	if w.Contended {
-		lock, teardown, err := s.Contend(ctx, w.Goroutines, name+"lock")
-		if err != nil {
-			return fmt.Errorf("%s: set up %d contenders: %w", w.Name, w.Goroutines, err)
-		}
-		defer teardown()
 		run = func() {
 			c := benchwork.RunContended(ctx, benchwork.For(d), benchwork.Contend{Workers: w.Goroutines, OnError: benchwork.GoOn}, lock)
 			if tl.contention == nil {
