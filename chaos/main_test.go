@@ -73,12 +73,9 @@ func trials(short int) int {
 // failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
 // A known bug that no longer reproduces is logged, to be removed here.
 var knownBugs = map[string]string{
-	"S8|etcd":                "issue 10 §4: lock not free at the first TryAcquire after the release (1 of 1 in a CI short run; free 57 ms later): a cancelled waiter's key is deleted in the background so that Acquire returns by its deadline, and until that lands it is the oldest key, i.e. the holder",
-	"S8b|etcd":               "issue 10 §4: an abandoned attempt's put that the stalled server applies after the cleanup's delete stays under the shared session lease (4 of 20): the slot is forgotten, so the session's sweep never deletes it",
-	"S2|postgres (advisory)": "advisory waiters poll: a dead session's lock seen up to a backoff late (1 of 20)",
-	"S2|etcd":                "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
-	"S8|postgres (advisory)": "lock not free at the first TryAcquire after the release (2-4 of 20 on a loaded machine): a bounded wait now ends in the server (lock_timeout before the deadline), but a waiter whose statement the busy server starts later than the margin is still cancelled from the client, and a release can grant it the lock before its connection closes",
-	"S6|postgres (advisory)": "issue 10 §4: after a short crash the next holder is granted before the old one is told",
+	"S8|etcd":  "issue 10 §4: lock not free at the first TryAcquire after the release (1 of 1 in a CI short run; free 57 ms later): a cancelled waiter's key is deleted in the background so that Acquire returns by its deadline, and until that lands it is the oldest key, i.e. the holder",
+	"S8b|etcd": "issue 10 §4: an abandoned attempt's put that the stalled server applies after the cleanup's delete stays under the shared session lease (4 of 20): the slot is forgotten, so the session's sweep never deletes it",
+	"S2|etcd":  "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
 }
 
 func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }

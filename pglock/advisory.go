@@ -274,9 +274,21 @@ func (d *advisory) session(token string) *session {
 }
 
 func (d *advisory) pin(token string, s *session) {
+	s.dropFn = func() { d.drop(token, s) }
 	d.mu.Lock()
 	d.sessions[token] = s
 	d.mu.Unlock()
+}
+
+// drop forgets a lost session, unless a Release or Refresh already did,
+// and ends it: its connection, dead already, leaves the pool.
+func (d *advisory) drop(token string, s *session) {
+	d.mu.Lock()
+	if d.sessions[token] == s {
+		delete(d.sessions, token)
+	}
+	d.mu.Unlock()
+	s.end()
 }
 
 func (d *advisory) unpin(token string) *session {

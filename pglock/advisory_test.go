@@ -103,3 +103,43 @@ func TestKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAdvisoryLostSessionGivesItsConnectionBack: a lease whose session
+// ended (its backend terminated) is lost, and its holder need not release
+// it; its dead connection must still leave the pool. Before, each such
+// loss kept one pool connection taken for good, and a pool of 2 was
+// exhausted (every later acquire waited for a free connection until its
+// deadline) after the second.
+func TestAdvisoryLostSessionGivesItsConnectionBack(t *testing.T) {
+	d := newDB(t)
+	pool := newPool(t, d.url+"&pool_max_conns=2")
+	l, err := pglock.Config{Mode: pglock.Advisory}.Locker(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for i := range 4 {
+		c, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+		// A TTL long enough that no refresh (whose failed health check
+		// also ends the session) comes before the watcher sees the loss.
+		ls, err := l.Acquire(c, "lost-sessions", dlock.WithTTL(time.Minute), dlock.WithWait(5*time.Second))
+		cancel()
+		if err != nil {
+			t.Fatalf("acquire %d (pool of 2, %d sessions lost before): %v", i, i, err)
+		}
+		time.Sleep(100 * time.Millisecond) // past watchDelay: the session is watched
+		d.terminateHolder(t, "lost-sessions")
+		select {
+		case <-ls.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("lease %d not lost after its backend was terminated", i)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for pool.Stat().AcquiredConns() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pool connections still taken after every lease was lost", pool.Stat().AcquiredConns())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

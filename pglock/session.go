@@ -43,6 +43,11 @@ type session struct {
 	lostMu  sync.Mutex
 	lost    error  // why the connection closed, once it has
 	lostFn  func() // called (once, on its own goroutine) with lost, unless evicted
+	// dropFn forgets the session in its driver and closes its connection
+	// (giving its place in the pool back) once it is lost: a lease whose
+	// session ended is never released, and its connection would
+	// otherwise stay taken from the pool for as long as the driver lives.
+	dropFn  func()
 	evicted bool
 	evictCh chan struct{} // closed with evicted
 
@@ -141,6 +146,11 @@ func (s *session) setLost(err error) {
 		s.lost = fmt.Errorf("%w: %w", errSessionLost, err)
 		if !s.evicted && s.lostFn != nil {
 			go s.lostFn()
+		}
+		if s.dropFn != nil {
+			// Not here: dropping ends the session, which waits for the
+			// watcher that is calling this.
+			go s.dropFn()
 		}
 	}
 }
