@@ -50,8 +50,8 @@ func openRedis(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.
 	}
 	admin := newClient()
 	t.onClose(func() { _ = admin.Close() })
-	t.ServerTime = func(ctx context.Context) (time.Duration, error) { return commandUsec(ctx, admin) }
-	t.ServerTimeKind = "INFO commandstats usec"
+	t.ServerTime = func(ctx context.Context) (time.Duration, error) { return serverCPU(ctx, admin) }
+	t.ServerTimeKind = "server process CPU (INFO cpu)"
 	return t, nil
 }
 
@@ -224,30 +224,32 @@ func (r *redisBaseline) contend(_ context.Context, _ int, name string) (benchwor
 	}, func() {}, nil
 }
 
-// commandUsec sums the usec of every command in INFO commandstats but
-// INFO itself.
-func commandUsec(ctx context.Context, c redis.UniversalClient) (time.Duration, error) {
-	info, err := c.Info(ctx, "commandstats").Result()
+// serverCPU is the Redis server process's CPU time so far (user +
+// system, INFO cpu). Per-command times (INFO commandstats) would count a
+// script's own commands twice, once alone and once inside the script's
+// call, and would leave out the network I/O that each round trip costs
+// the server; the process's CPU counts each once, and all of it.
+func serverCPU(ctx context.Context, c redis.UniversalClient) (time.Duration, error) {
+	info, err := c.Info(ctx, "cpu").Result()
 	if err != nil {
 		return 0, err
 	}
-	return parseCommandstats(info), nil
+	return parseCPU(info), nil
 }
 
-// parseCommandstats reads "cmdstat_set:calls=3,usec=12,..." lines.
-func parseCommandstats(info string) time.Duration {
-	var usec int64
+// parseCPU reads the used_cpu_user and used_cpu_sys lines of INFO cpu
+// (seconds, with microseconds).
+func parseCPU(info string) time.Duration {
+	var total time.Duration
 	for line := range strings.Lines(info) {
-		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "used_cpu_user" && name != "used_cpu_sys") {
 			continue
 		}
-		for f := range strings.SplitSeq(fields, ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				usec += n
-			}
+		secs, err := strconv.ParseFloat(v, 64)
+		if err == nil {
+			total += time.Duration(secs * float64(time.Second))
 		}
 	}
-	return time.Duration(usec) * time.Microsecond
+	return total
 }

@@ -73,7 +73,7 @@ func (t *Target) redlockServerTime(mk func(*Counter) ([]redis.UniversalClient, e
 	t.ServerTime = func(ctx context.Context) (time.Duration, error) {
 		var sum time.Duration
 		for _, c := range admin {
-			d, err := commandUsec(ctx, c)
+			d, err := serverCPU(ctx, c)
 			if err != nil {
 				return 0, err
 			}
@@ -81,7 +81,7 @@ func (t *Target) redlockServerTime(mk func(*Counter) ([]redis.UniversalClient, e
 		}
 		return sum, nil
 	}
-	t.ServerTimeKind = "INFO commandstats usec, all nodes"
+	t.ServerTimeKind = "server process CPU (INFO cpu), all nodes"
 	return nil
 }
 
