@@ -16,7 +16,7 @@
 // hook, a pgx QueryTracer, gRPC interceptors (never a connection's
 // set-up, nor pgx's once-per-connection statement preparation); the
 // embedded SQLite file has none. Server time per cycle comes from Redis
-// INFO commandstats, Postgres pg_stat_statements (when loaded) and etcd's
+// process CPU (INFO cpu), Postgres pg_stat_statements (when loaded) and etcd's
 // process CPU metric.
 package baseline
 

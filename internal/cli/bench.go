@@ -64,7 +64,7 @@ must be 0). Lock names are unique to the run (dlock-bench/<random>/...).
 user would write by hand for the same backend, and prints dlock's ratio to
 it, the round trips per cycle of each side (counted by a hook on its
 client) and the server's time per cycle where the backend exposes it
-(Redis INFO commandstats, pg_stat_statements, etcd's process CPU):
+(the Redis server process's CPU, pg_stat_statements, etcd's process CPU):
 
   redis      SET NX PX + INCR fence + Lua release; contended: busy poll
   redlock    parallel SET NX PX on every node, majority wins
