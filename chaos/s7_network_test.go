@@ -104,7 +104,7 @@ func s7Case(t *testing.T, b backend, addr string, f networkFault) {
 		if r.overlap {
 			overlap++
 		}
-		if r.overlap || r.kept || told > bound {
+		if (r.overlap && !serverSeesFirst(b, f)) || r.kept || told > bound {
 			row.Violations++
 		}
 		if r.lin != nil {
@@ -114,5 +114,19 @@ func s7Case(t *testing.T, b backend, addr string, f networkFault) {
 	}
 	row.Note = fmt.Sprintf("bound %s; told late: %d, overlap: %d, never told: %d; fault→next grant p50 %s p99 %s",
 		bound.Round(time.Millisecond), late, overlap, kept, fmtDur(Percentile(nexts, 50)), fmtDur(Percentile(nexts, 99)))
+	if serverSeesFirst(b, f) {
+		row.Note += "; an overlap here is measured, not a violation: the server frees a session-bound lock when it sees the reset, which can be before the holder's client does (fencing protects the resource)"
+	}
 	report(t, row)
+}
+
+// serverSeesFirst reports a fault that the server can see before the
+// holder's client: a reset of the server's side of the link ends a
+// session-bound lease (Postgres advisory) in the server at once, and the
+// next waiter can be granted a moment before the holder's client sees its
+// own side closed. No client can be told earlier than its connection
+// says; the overlap is reported, and the other rules (told within the
+// bound, told at all) still hold.
+func serverSeesFirst(b backend, f networkFault) bool {
+	return b.Session && f.name == "reset_peer"
 }
