@@ -129,6 +129,7 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 	}
 	s.fence, s.owner, s.publish = uint64(*fence), req.Owner, d.publish
 	s.evictions = d.listener.watchingEvictions
+	s.dropFn = s.end // set before the watcher can run
 	s.start()
 	// The lock lives as long as the session: its TTL, which only paces
 	// health checks, counts from now, however long the wait was.
@@ -274,21 +275,9 @@ func (d *advisory) session(token string) *session {
 }
 
 func (d *advisory) pin(token string, s *session) {
-	s.dropFn = func() { d.drop(token, s) }
 	d.mu.Lock()
 	d.sessions[token] = s
 	d.mu.Unlock()
-}
-
-// drop forgets a lost session, unless a Release or Refresh already did,
-// and ends it: its connection, dead already, leaves the pool.
-func (d *advisory) drop(token string, s *session) {
-	d.mu.Lock()
-	if d.sessions[token] == s {
-		delete(d.sessions, token)
-	}
-	d.mu.Unlock()
-	s.end()
 }
 
 func (d *advisory) unpin(token string) *session {

@@ -43,10 +43,12 @@ type session struct {
 	lostMu  sync.Mutex
 	lost    error  // why the connection closed, once it has
 	lostFn  func() // called (once, on its own goroutine) with lost, unless evicted
-	// dropFn forgets the session in its driver and closes its connection
-	// (giving its place in the pool back) once it is lost: a lease whose
-	// session ended is never released, and its connection would
-	// otherwise stay taken from the pool for as long as the driver lives.
+	// dropFn ends the session once it is lost, closing its connection
+	// (which gives its place in the pool back): a lease whose session
+	// ended is never released, and its connection would otherwise stay
+	// taken from the pool for as long as the driver lives. The session
+	// stays pinned, ended, so that its token's Refresh or Release still
+	// says driver.ErrSessionEnded (and forgets it).
 	dropFn  func()
 	evicted bool
 	evictCh chan struct{} // closed with evicted
@@ -148,8 +150,8 @@ func (s *session) setLost(err error) {
 			go s.lostFn()
 		}
 		if s.dropFn != nil {
-			// Not here: dropping ends the session, which waits for the
-			// watcher that is calling this.
+			// Not here: ending the session waits for the watcher that
+			// is calling this.
 			go s.dropFn()
 		}
 	}
@@ -215,7 +217,7 @@ func (s *session) healthy(ctx context.Context, check string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
-		return errors.New("session already ended")
+		return s.endedErr()
 	}
 	if err := s.disarm(); err != nil {
 		return err
@@ -238,6 +240,15 @@ func (s *session) healthy(ctx context.Context, check string) error {
 	return nil
 }
 
+// endedErr says why an ended session is of no more use: the loss of its
+// connection, when that is what ended it.
+func (s *session) endedErr() error {
+	if err := s.lostErr(); err != nil {
+		return err
+	}
+	return errors.New("session already ended")
+}
+
 // keyHalves splits a key as pg_locks shows it: classid the high 32 bits,
 // objid the low 32 bits, both unsigned.
 func keyHalves(key int64) (hi, lo int64) {
@@ -252,7 +263,7 @@ func (s *session) unlock(ctx context.Context, release string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
-		return errors.New("session already ended")
+		return fmt.Errorf("%w: %w", driver.ErrSessionEnded, s.endedErr())
 	}
 	s.ended = true
 	if err := s.disarm(); err != nil {
