@@ -2,6 +2,8 @@ package testserver
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,7 +101,34 @@ func etcdCluster(t testing.TB, n int, election time.Duration) *EtcdClusterServer
 	for _, m := range c.Members {
 		m.waitReady()
 	}
+	c.Members[0].waitHealthy()
 	return c
+}
+
+// waitHealthy waits until the member reports itself healthy on its
+// /health endpoint: it has a leader and serves requests. A member that
+// accepts connections may still be electing one, on a loaded machine for
+// longer than a client's dial timeout.
+func (s *EtcdServer) waitHealthy() {
+	s.t.Helper()
+	deadline := time.Now().Add(etcdStartTimeout)
+	client := &http.Client{Timeout: time.Second}
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := client.Get("http://" + s.Endpoint + "/health")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if strings.Contains(string(body), `"health":"true"`) {
+				return
+			}
+			last = string(body)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("testserver: etcd cluster not healthy within %s: %s", etcdStartTimeout, last)
 }
 
 // URL returns the dlock URL of this member alone, with its election
