@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/dlockdev/dlock/driver"
@@ -40,17 +38,7 @@ func (k keyspace) evictionKey(name string) string { return k.evictions() + url.P
 
 // evictionRecord is the value of an eviction record: "FENCE NAME".
 func evictionRecord(name string, fence uint64) string {
-	return strconv.FormatUint(fence, 10) + " " + name
-}
-
-// parseEviction reads an eviction record's value.
-func parseEviction(value []byte) (driver.Eviction, bool) {
-	f, name, ok := strings.Cut(string(value), " ")
-	fence, err := strconv.ParseUint(f, 10, 64)
-	if !ok || err != nil || name == "" {
-		return driver.Eviction{}, false
-	}
-	return driver.Eviction{Name: name, Fence: fence}, true
+	return driver.Eviction{Name: name, Fence: fence}.String()
 }
 
 // errWatchRefused is a watch that ended before etcd confirmed it.
@@ -96,7 +84,8 @@ func decodeEvictions(ctx context.Context, wch clientv3.WatchChan, out chan<- dri
 	defer drainWatch(wch)
 	for resp := range wch {
 		for _, ev := range resp.Events {
-			e, ok := parseEviction(ev.Kv.Value)
+			e, ok := driver.ParseEviction(string(ev.Kv.Value))
+			ok = ok && e.Name != ""
 			if ev.Type != mvccpb.PUT || !ok {
 				continue
 			}

@@ -3,8 +3,6 @@ package pglock
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -21,16 +19,6 @@ var (
 // delivered only if the eviction committed. Names are at most
 // dlock.MaxNameLen (512) bytes, far below NOTIFY's 8000-byte payload.
 // The statements are leaseForceRelease and advisoryEvict.
-
-// parseEviction reads a "FENCE NAME" payload.
-func parseEviction(payload string) (driver.Eviction, bool) {
-	f, name, ok := strings.Cut(payload, " ")
-	fence, err := strconv.ParseUint(f, 10, 64)
-	if !ok || err != nil {
-		return driver.Eviction{}, false
-	}
-	return driver.Eviction{Name: name, Fence: fence}, true
-}
 
 // evictionBuffer is how many evictions a watcher's channel holds; more are
 // dropped for that watcher (its holders learn at their next refresh).

@@ -137,7 +137,7 @@ func (l *listener) loop(ctx context.Context, conn *pgx.Conn, done chan struct{})
 			return
 		}
 		if n.Channel == l.evictions {
-			if e, ok := parseEviction(n.Payload); ok {
+			if e, ok := driver.ParseEviction(n.Payload); ok {
 				l.evicted(e)
 			}
 			continue

@@ -2,8 +2,6 @@ package redislock
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/dlockdev/dlock/driver"
@@ -23,21 +21,11 @@ func (d *redisDriver) evictionChannel() string { return d.cfg.prefix + "evicted"
 // with fence. Best effort: the release itself has happened, so a failed
 // PUBLISH is not an error; the holder then learns at its next refresh.
 func (d *redisDriver) publishEviction(ctx context.Context, name string, fence uint64) {
-	payload := strconv.FormatUint(fence, 10) + " " + name
+	payload := driver.Eviction{Name: name, Fence: fence}.String()
 	if err := d.client.Publish(ctx, d.evictionChannel(), payload).Err(); err != nil {
 		d.log().DebugContext(ctx, "redislock: eviction not announced; the holder learns at its next refresh",
 			"lock", name, "fence", fence, "error", err)
 	}
-}
-
-// parseEviction reads a "FENCE NAME" message.
-func parseEviction(payload string) (driver.Eviction, bool) {
-	f, name, ok := strings.Cut(payload, " ")
-	fence, err := strconv.ParseUint(f, 10, 64)
-	if !ok || err != nil {
-		return driver.Eviction{}, false
-	}
-	return driver.Eviction{Name: name, Fence: fence}, true
 }
 
 // WatchEvictions implements driver.EvictionWatcher. It subscribes to the
@@ -72,7 +60,7 @@ func decodeEvictions(msgs <-chan string, out chan<- driver.Eviction, quit <-chan
 		case <-quit:
 			return
 		case m := <-msgs:
-			e, ok := parseEviction(m)
+			e, ok := driver.ParseEviction(m)
 			if !ok {
 				continue
 			}

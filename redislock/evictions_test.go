@@ -66,20 +66,3 @@ func TestWatchEvictions(t *testing.T) {
 	}
 	t.Errorf("NUMSUB %s = %d for 5s after stop, want 0", channel, n)
 }
-
-func TestParseEviction(t *testing.T) {
-	for in, want := range map[string]driver.Eviction{
-		"12 a b":  {Name: "a b", Fence: 12},
-		"7 ":      {Name: "", Fence: 7},
-		"1 x\ny":  {Name: "x\ny", Fence: 1},
-		"":        {},
-		"x name":  {},
-		"12":      {},
-		"-1 name": {},
-	} {
-		got, ok := parseEviction(in)
-		if ok != (want != driver.Eviction{}) || got != want {
-			t.Errorf("parseEviction(%q) = %+v, %v; want %+v", in, got, ok, want)
-		}
-	}
-}
