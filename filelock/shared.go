@@ -9,6 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // shared holds the stores opened by path in this process, one per file
@@ -75,10 +79,33 @@ func openDB(path, sync string) (*sql.DB, error) {
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	if err := db.Ping(); err != nil {
+	if err := connect(db); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	return db, nil
+}
+
+// connect opens db's connection, which applies the DSN's pragmas. Switching
+// a new file to WAL mode upgrades a shared lock to an exclusive one, and
+// when two processes do that at once SQLite fails one of them with
+// SQLITE_BUSY without calling the busy handler (waiting could deadlock).
+// connect therefore tries again, a few milliseconds apart, for as long as
+// the busy timeout would have waited.
+func connect(db *sql.DB) error {
+	deadline := time.Now().Add(BusyTimeout * time.Millisecond)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		err := db.Ping()
+		if err == nil || !isBusy(err) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // dsn is a SQLite URI: WAL so that readers never block the writer, the
