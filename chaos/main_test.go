@@ -73,9 +73,8 @@ func trials(short int) int {
 // failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
 // A known bug that no longer reproduces is logged, to be removed here.
 var knownBugs = map[string]string{
-	"S8|etcd":  "issue 10 §4: lock not free at the first TryAcquire after the release (5-6 of 20): an abandoned waiter's key is deleted in the background so that Acquire returns by its deadline, and until that lands it is the oldest key, i.e. the holder; under the storm most puts answer after the wait (0-50 ms) has ended, and a delete sent within a 5 ms margin before the deadline answered in time 6 times in ~500 (measured 2026-12-04), so the fix needs waiter keys that lapse without a delete",
-	"S8b|etcd": "issue 10 §4: an abandoned attempt's put that the stalled server applies after the cleanup's delete stays under the shared session lease (4 of 20): the slot is forgotten, so the session's sweep never deletes it",
-	"S2|etcd":  "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
+	"S8|etcd": "issue 10 §4: lock not free at the first TryAcquire after the release (3-6 of 20): a waiter that gives up returns by its deadline and its key's cleanup (a delete, or the revoke of a session retired because the put's outcome is unknown) is sent in the background; the holder's release, sent once every waiter has returned, can reach etcd before that cleanup, and until it lands the abandoned key is the oldest, i.e. the holder. Closing the window needs waiter keys that lapse without a delete (a claim at grant, so that anyone may delete an unclaimed key past its wait), at one more write per contended handoff",
+	"S2|etcd": "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
 }
 
 func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }

@@ -40,8 +40,11 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 		resp, err = d.putIfFree(ctx, req, key, s.id)
 	}
 	switch {
+	case err != nil && ctxErr(ctx) != nil:
+		d.pool.unsure(key) // given up: the put may land after this returns
+		return driver.Grant{}, d.fail(ctx, err)
 	case err != nil:
-		return driver.Grant{}, d.fail(ctx, err) // the key stays registered: the outcome is unknown
+		return driver.Grant{}, d.fail(ctx, err) // the key stays registered: a retry recognises it
 	case resp.Succeeded:
 		return granted(resp.Header.Revision, s.secs, since), nil
 	}

@@ -115,7 +115,12 @@
 // unreachable member, a lost quorum) is an error, returned by the caller's
 // deadline (clean-up that cannot finish by then, such as deleting an
 // abandoned waiter's key, continues in the background, and failing that,
-// at the shared lease's next renewal, or with the lease). A wait that
+// at the shared lease's next renewal, or with the lease). An attempt given
+// up before etcd answered its put cannot know whether the put will still
+// land (a stalled member applies what it queued in no set order, so even
+// after the delete): its session then takes no new keys and is revoked as
+// soon as the keys already under it are gone, which deletes such a put or
+// makes it fail, and until then each renewal deletes it again. A wait that
 // reaches its deadline reports the holder only if etcd confirmed it in a
 // last read shortly before the deadline. Waiters are served in arrival
 // order (create revision). A waiter renews the shared lease while it

@@ -141,7 +141,11 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 		resp, err = w.put(ctx, req, secs)
 	}
 	if err != nil {
-		if w.sess != nil {
+		switch {
+		case w.sess == nil:
+		case ctxErr(ctx) != nil:
+			d.pool.unsure(w.key) // the put may land after this returns
+		default:
 			d.pool.deleteLater(w.key) // the put may have landed
 		}
 		return nil, err

@@ -436,12 +436,15 @@ func (p *pool) idleCheck(s *session) {
 		return
 	}
 	s.idle = time.Now()
-	if s.timer != nil {
-		return
-	}
 	linger := s.ttl / idleLingerDiv
 	if s.retired {
 		linger = 0
+	}
+	if s.timer != nil {
+		if !s.retired {
+			return
+		}
+		s.timer.Stop() // lingering no more: fire now (a run already under way sees the session dead)
 	}
 	s.timer = time.AfterFunc(linger, func() { p.idleFired(s) })
 }
@@ -496,6 +499,33 @@ func (p *pool) deleteLater(key string) {
 		}
 		p.done(key)
 	})
+}
+
+// unsure handles key when its caller gave up before etcd answered the
+// put: the put may still land, even after any delete sent now (a stalled
+// server applies what it queued in no set order). The key is deleted now
+// in the background and again at the session's renewals, its slot is
+// never handed out again, and its session takes no new keys and is
+// revoked as soon as no live key is left under it: a put that landed is
+// deleted with the lease, and one that lands later fails (its lease is
+// gone). So the late put leaves nothing once the locks already under that
+// session end; a session that stays in use meanwhile keeps such a key at
+// most until its next renewal deletes it.
+func (p *pool) unsure(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	s := p.byKey[key]
+	if s == nil {
+		return
+	}
+	s.keys[key] = time.Time{} // not live; deleted at each renewal until the revoke
+	delete(p.byToken, p.claimOf[key])
+	delete(p.claimOf, key)
+	p.retire(s)
+	p.background(func(ctx context.Context) { _, _ = p.cli.Delete(ctx, key) })
 }
 
 // close stops the background work and revokes every session (which
