@@ -21,11 +21,17 @@ type backend struct {
 	TTL time.Duration
 	// Session is true for session-bound leases (Postgres advisory).
 	Session bool
+	// ExpiryTick is how late the server itself may end an expired lease:
+	// etcd's lessor looks for expired leases every 500 ms (lease/lessor.go,
+	// runLoop; not configurable), then revokes them through Raft.
+	ExpiryTick time.Duration
 }
 
 const (
 	shortTTL = 600 * time.Millisecond
 	etcdTTL  = 2 * time.Second
+	// etcdExpiryTick is etcd's lessor interval (see backend.ExpiryTick).
+	etcdExpiryTick = 500 * time.Millisecond
 )
 
 func redisBackend(t *testing.T, srv *testserver.RedisServer) backend {
@@ -47,7 +53,7 @@ func pgBackend(t *testing.T, srv *testserver.PostgresServer, mode string) backen
 }
 
 func etcdBackend(t *testing.T, url string) backend {
-	return backend{Name: "etcd", URL: url, TTL: etcdTTL}
+	return backend{Name: "etcd", URL: url, TTL: etcdTTL, ExpiryTick: etcdExpiryTick}
 }
 
 func fileBackend(t *testing.T) backend {

@@ -72,10 +72,7 @@ func trials(short int) int {
 // table either way; the short run (go test, CI) logs them instead of
 // failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
 // A known bug that no longer reproduces is logged, to be removed here.
-var knownBugs = map[string]string{
-	"S8|etcd": "issue 10 §4: lock not free at the first TryAcquire after the release (3-6 of 20): a waiter that gives up returns by its deadline and its key's cleanup (a delete, or the revoke of a session retired because the put's outcome is unknown) is sent in the background; the holder's release, sent once every waiter has returned, can reach etcd before that cleanup, and until it lands the abandoned key is the oldest, i.e. the holder. Closing the window needs waiter keys that lapse without a delete (a claim at grant, so that anyone may delete an unclaimed key past its wait), at one more write per contended handoff",
-	"S2|etcd": "etcd expires leases up to 500 ms late (1 of 20 past TTL+200ms)",
-}
+var knownBugs = map[string]string{}
 
 func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }
 

@@ -14,10 +14,12 @@ import (
 
 // TryAcquire makes one attempt: in one transaction, it puts the token's key
 // under the driver's shared lease for the TTL only if the name has no key
-// at all (no holder, no waiter); otherwise it reads the holder. A key left
-// by an earlier attempt of the same token whose reply was lost is
-// recognised as a grant. Acquired is false only when etcd answered that
-// another key holds the name; every failure is an error.
+// at all (no holder, no waiter); otherwise it reads the queue's head. A
+// key left by an earlier attempt of the same token whose reply was lost is
+// recognised as a grant. Keys at the head of waiters whose wait is over
+// (see waitMark) are swept and the attempt made again, up to maxSweeps
+// times. Acquired is false only when etcd answered that another key holds
+// the name; every failure is an error.
 func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	secs, err := d.leaseSeconds(req.TTL)
 	if err != nil {
@@ -29,56 +31,81 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 		return driver.Grant{}, d.fail(ctx, err)
 	}
 	d.step("session")
-	resp, err := d.putIfFree(ctx, req, key, s.id)
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		// The shared lease ended since it was last renewed: every key under
-		// it is gone. Take a new one, once.
-		d.pool.gone(s)
-		if key, s, since, err = d.pool.get(ctx, secs, claim, dir); err != nil {
-			return driver.Grant{}, d.fail(ctx, err)
+	for sweeps := 0; ; sweeps++ {
+		resp, err := d.putIfFree(ctx, req, key, s.id)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The shared lease ended since it was last renewed: every key
+			// under it is gone. Take a new one, once.
+			d.pool.gone(s)
+			if key, s, since, err = d.pool.get(ctx, secs, claim, dir); err != nil {
+				return driver.Grant{}, d.fail(ctx, err)
+			}
+			resp, err = d.putIfFree(ctx, req, key, s.id)
 		}
-		resp, err = d.putIfFree(ctx, req, key, s.id)
-	}
-	switch {
-	case err != nil && ctxErr(ctx) != nil:
-		d.pool.unsure(key) // given up: the put may land after this returns
-		return driver.Grant{}, d.fail(ctx, err)
-	case err != nil:
-		return driver.Grant{}, d.fail(ctx, err) // the key stays registered: a retry recognises it
-	case resp.Succeeded:
-		return granted(resp.Header.Revision, s.secs, since), nil
-	}
-	d.step("put")
-	head := first(resp.Responses[0].GetResponseRange().Kvs)
-	if head == nil {
+		switch {
+		case err != nil && ctxErr(ctx) != nil:
+			d.pool.unsure(key) // given up: the put may land after this returns
+			return driver.Grant{}, d.fail(ctx, err)
+		case err != nil:
+			return driver.Grant{}, d.fail(ctx, err) // the key stays registered: a retry recognises it
+		case resp.Succeeded:
+			return granted(resp.Header.Revision, s.secs, since), nil
+		}
+		d.step("put")
+		queue := resp.Responses[0].GetResponseRange().Kvs
+		head := first(queue)
+		if head == nil {
+			d.pool.done(key)
+			return driver.Grant{}, errors.New("etcd: the name had a contender but none was read in the same transaction")
+		}
+		if string(head.Key) == key {
+			return d.recognised(ctx, key, head)
+		}
+		if sweeps < maxSweeps {
+			tried, err := d.sweepHead(ctx, queue)
+			if err != nil {
+				return driver.Grant{}, d.fail(ctx, err)
+			}
+			if tried { // swept, or the queue changed meanwhile: look again
+				d.step("sweep")
+				continue
+			}
+		}
 		d.pool.done(key)
-		return driver.Grant{}, errors.New("etcd: the name had a contender but none was read in the same transaction")
+		return driver.Grant{Holder: d.holder(ctx, req.Name, head)}, nil
 	}
-	if string(head.Key) == key {
-		return d.recognised(ctx, key, head)
-	}
-	d.pool.done(key)
-	return driver.Grant{Holder: d.holder(ctx, req.Name, head)}, nil
 }
 
+// maxSweeps bounds how often one TryAcquire sweeps lapsed waiters' keys
+// and tries again; sweepRead is how many keys of the queue each attempt
+// reads for that.
+const (
+	maxSweeps = 4
+	sweepRead = 16
+)
+
 // recognised is the grant of a key an earlier attempt of the same token
-// created: its TTL counts from its own lease's last renewal.
+// created: its TTL counts from its own lease's last renewal. A waiting key
+// is claimed first.
 func (d *etcdDriver) recognised(ctx context.Context, key string, kv *mvccpb.KeyValue) (driver.Grant, error) {
 	s := d.pool.sessionOf(key)
 	if s == nil || s.id != clientv3.LeaseID(kv.Lease) {
 		return driver.Grant{}, fmt.Errorf("etcd: this token's key %q is under lease %x, which this driver does not keep", key, kv.Lease)
 	}
+	if err := d.claimKey(ctx, kv); err != nil {
+		return driver.Grant{}, d.fail(ctx, err)
+	}
 	return granted(kv.CreateRevision, s.secs, d.pool.sinceOf(s)), nil
 }
 
 // putIfFree puts the token's key under lease if the name has no key at
-// all; otherwise it reads the holder.
+// all; otherwise it reads the queue's first sweepRead keys.
 func (d *etcdDriver) putIfFree(ctx context.Context, req driver.Request, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
 	dir := d.keys.dir(req.Name)
 	return d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
 		Then(clientv3.OpPut(key, req.Owner, clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(dir, clientv3.WithFirstCreate()...)).
+		Else(clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(sweepRead))).
 		Commit()
 }
 
@@ -95,7 +122,7 @@ func granted(rev, secs int64, since time.Time) driver.Grant {
 // its lease's, in whole seconds, or -1 when that lookup fails (the holder
 // itself is known).
 func (d *etcdDriver) holder(ctx context.Context, name string, kv *mvccpb.KeyValue) driver.Holder {
-	h := driver.Holder{Name: name, TTL: -1, Owner: string(kv.Value), Fence: uint64(kv.CreateRevision)}
+	h := driver.Holder{Name: name, TTL: -1, Owner: ownerOf(kv), Fence: uint64(kv.CreateRevision)}
 	ttl, err := d.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 	if err == nil && ttl.TTL >= 0 {
 		h.TTL = time.Duration(ttl.TTL) * time.Second

@@ -120,7 +120,10 @@
 // land (a stalled member applies what it queued in no set order, so even
 // after the delete): its session then takes no new keys and is revoked as
 // soon as the keys already under it are gone, which deletes such a put or
-// makes it fail, and until then each renewal deletes it again. A wait that
+// makes it fail, and until then each renewal deletes it again. A waiter
+// with a deadline says so in its key's value, and a TryAcquire that finds
+// such a key first after that deadline deletes it (see waitMark); the
+// waiter takes the lock only by a claim that a sweep makes fail. A wait that
 // reaches its deadline reports the holder only if etcd confirmed it in a
 // last read shortly before the deadline. Waiters are served in arrival
 // order (create revision). A waiter renews the shared lease while it

@@ -7,3 +7,7 @@ import "github.com/dlockdev/dlock/driver"
 // transaction answered), "wait" (AcquireWait is queued behind someone).
 // Set it before the driver is used.
 func SetStepHook(drv driver.Driver, hook func(step string)) { drv.(*etcdDriver).hook = hook }
+
+// WaitValue is the value of a queued waiter's key whose wait ends at
+// lapse (see waitMark).
+var WaitValue = waitValue

@@ -42,6 +42,9 @@ func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (drive
 	for w.pred != nil && err == nil {
 		err = w.waitForPredecessor(ctx)
 	}
+	if err == nil && !w.lapse.IsZero() {
+		err = w.claim(ctx)
+	}
 	if err != nil {
 		return w.abandon(ctx, err)
 	}
@@ -52,7 +55,11 @@ func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (drive
 type waiter struct {
 	d     *etcdDriver
 	name  string
+	owner string
 	key   string
+	// lapse is when the wait ends, while the key holds a waiting value
+	// (see waitMark); zero once claimed, or when it never had one.
+	lapse time.Time
 	lease clientv3.LeaseID
 	sess  *session
 	secs  int64
@@ -134,7 +141,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 	if err != nil {
 		return nil, err
 	}
-	w := &waiter{d: d, name: req.Name}
+	w := &waiter{d: d, name: req.Name, owner: req.Owner}
 	resp, err := w.put(ctx, req, secs)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		d.pool.gone(w.sess) // ended since its last renewal; take a new one, once
@@ -152,7 +159,8 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 	}
 	w.rev, w.seen = resp.Header.Revision, resp.Header.Revision
 	if resp.Succeeded {
-		return w, nil // nobody else: the waiter holds the lock
+		w.lapse = time.Time{} // put with the plain owner
+		return w, nil         // nobody else: the waiter holds the lock
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 2 {
 		w.pred = kvs[1]
@@ -176,10 +184,15 @@ func (w *waiter) put(ctx context.Context, req driver.Request, secs int64) (*clie
 	w.d.step("session")
 	newest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
 	put := clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(s.id))
+	queued := put
+	if dl, ok := ctx.Deadline(); ok {
+		w.lapse = dl
+		queued = clientv3.OpPut(w.key, waitValue(req.Owner, dl), clientv3.WithLease(s.id))
+	}
 	return w.d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
 		Then(put).
-		Else(put, clientv3.OpGet(dir, newest...), clientv3.OpGet(dir, clientv3.WithFirstCreate()...)).
+		Else(queued, clientv3.OpGet(dir, newest...), clientv3.OpGet(dir, clientv3.WithFirstCreate()...)).
 		Commit()
 }
 
@@ -384,7 +397,7 @@ func (w *waiter) abandon(ctx context.Context, err error) (driver.Grant, error) {
 		fresh = !w.confirmed.Before(w.verifyAt)
 	}
 	if w.holder != nil && fresh {
-		g.Holder = driver.Holder{Name: w.name, Owner: string(w.holder.Value), Fence: uint64(w.holder.CreateRevision), TTL: -1}
+		g.Holder = driver.Holder{Name: w.name, Owner: ownerOf(w.holder), Fence: uint64(w.holder.CreateRevision), TTL: -1}
 	}
 	return g, w.d.fail(ctx, cerr)
 }
