@@ -19,6 +19,9 @@
 // attempt releases the lock on every node it may have reached, including
 // nodes whose reply was lost. Refresh needs a majority and never
 // re-creates a key a node has lost; losing the majority closes Done.
+// The watchdog's refreshes go in batches (RefreshBatch): one pipelined
+// script call per node for up to 1,000 leases, each lease decided by its
+// own majority, so that one Locker can hold 10,000 leases.
 // Release is token-checked on every node. Waiters are woken by the nodes'
 // release notifications (one subscription connection per node per
 // Locker), polling only as a fallback; contended waiters take the lock

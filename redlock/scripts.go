@@ -19,13 +19,17 @@ var (
 	raiseSrc string
 	//go:embed refresh.lua
 	refreshSrc string
+	//go:embed refresh_batch.lua
+	refreshBatchSrc string
 	//go:embed release.lua
 	releaseSrc string
 
 	acquireScript = redis.NewScript(counterSrc + acquireSrc)
 	raiseScript   = redis.NewScript(counterSrc + raiseSrc)
 	refreshScript = redis.NewScript(refreshSrc)
-	releaseScript = redis.NewScript(releaseSrc)
+	// refreshBatchScript is refreshScript for many locks in one call.
+	refreshBatchScript = redis.NewScript(refreshBatchSrc)
+	releaseScript      = redis.NewScript(releaseSrc)
 )
 
 // keyPrefix starts every Redlock key and channel. It differs from the
