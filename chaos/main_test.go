@@ -73,7 +73,6 @@ func trials(short int) int {
 // failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
 // A known bug that no longer reproduces is logged, to be removed here.
 var knownBugs = map[string]string{
-	"S8|redis":               "issue 10 §4: lock not free at the first TryAcquire after the release (3-7 of 20, 2026-12-04): a queued waiter's place lapses at the server at its arrival + the wait it had left, later than its own deadline by the request's latency; under the storm the release lands in between and hands the lock to a waiter that has returned, whose dequeue is still on its way",
 	"S8|postgres (advisory)": "issue 10 §4: lock not free at the first TryAcquire after the release (2-7 of 20, 2026-12-04): under the storm a waiter's server-side bound (lock_timeout, 5-50 ms before its deadline) is not reached before its context ends; the client's cancel then races the holder's release, and the backend that got the lock frees it only when the driver's clean-up lands",
 }
 

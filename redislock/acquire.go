@@ -60,7 +60,24 @@ func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.
 // acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
 func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) *redis.Cmd {
 	keys := d.keys.Set(req.Name, d.cluster)
-	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds(), waitLeft(ctx, lease))
+	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds(), waitLeft(ctx, lease), waitDeadline(ctx, lease))
+}
+
+// waitDeadline is ctx's deadline in Unix ms by this host's clock, when
+// waitLeft applies; 0 otherwise. The script lapses the waiter's place at
+// the sooner of the two: what is left counts from when the script runs,
+// later than the send by the request's latency (milliseconds under load),
+// and a release in between would hand the lock to a waiter that has
+// returned. Only the place in the queue depends on the hosts' clocks
+// agreeing, never who holds the lock: a client clock behind the server's
+// by S gives up its place S early (it is then granted only by its own next
+// attempt), one ahead of it keeps the place no longer than what is left.
+func waitDeadline(ctx context.Context, lease time.Duration) int64 {
+	if waitLeft(ctx, lease) == 0 {
+		return 0
+	}
+	dl, _ := ctx.Deadline()
+	return dl.UnixMilli()
 }
 
 // waitLeft is what is left of ctx's wait, in whole ms rounded down (at

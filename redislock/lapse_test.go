@@ -73,3 +73,69 @@ func TestQueuedPlaceLapsesAtDeadline(t *testing.T) {
 	}
 	_ = next.Release(ctx)
 }
+
+// delayAcquire is a go-redis hook that holds back every acquire script
+// by a delay before it is sent (unless its context ends first): requests
+// that reach Redis later than they were made (a loaded server or network),
+// after the wait they carry was taken.
+type delayAcquire struct{ delay time.Duration }
+
+func (h delayAcquire) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h delayAcquire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && a[1] == redisscript.Acquire.Hash() {
+			select {
+			case <-time.After(h.delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h delayAcquire) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestQueuedPlaceLapsesAtClientDeadline: a waiter's place lapses at its
+// own deadline even when its request reached Redis late. What is left of
+// the wait counts from the script's run; without the deadline itself, the
+// place would outlive the waiter by the request's latency, and a release
+// in between would hand the lock to a waiter that has already returned.
+func TestQueuedPlaceLapsesAtClientDeadline(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := ctxT(t)
+	holder := lockerWith(t, client(t, srv.Addr), redislock.Config{})
+	defer holder.Close()
+	wc := client(t, srv.Addr)
+	hold := holdDequeue{release: make(chan struct{})}
+	wc.AddHook(hold)
+	wc.AddHook(delayAcquire{delay: 150 * time.Millisecond})
+	waiter := lockerWith(t, wc, redislock.Config{})
+	defer waiter.Close()
+	defer close(hold.release)
+
+	ls, err := holder.Acquire(ctx, "lapse-late", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each of the waiter's attempts reaches Redis 150 ms after it took what
+	// was left of its 600 ms wait: its place must lapse at its deadline,
+	// not 150 ms after it.
+	if _, err := waiter.Acquire(ctx, "lapse-late", dlock.WithWait(600*time.Millisecond)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("waiter = %v, want ErrNotAcquired after its wait", err)
+	}
+	if n := wc.ZCard(ctx, keys.Queue("lapse-late")).Val(); n != 1 {
+		t.Fatalf("%d queued, want the waiter's place still there (its dequeue held back)", n)
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next, err := holder.TryAcquire(ctx, "lapse-late")
+	if err != nil {
+		t.Fatalf("TryAcquire right after the release: %v (the lock went to the waiter that gave up)", err)
+	}
+	_ = next.Release(ctx)
+}

@@ -11,7 +11,10 @@
 -- (optional, ms, 0 for none) is what is left of the caller's wait: its
 -- place lapses then even if the lease runs longer, so that a release never
 -- hands the lock to a waiter whose deadline has passed (its own dequeue
--- may still be on its way).
+-- may still be on its way). ARGV[6] (optional, Unix ms, 0 for none) is
+-- the caller's deadline by its own clock: the place lapses then if that is
+-- sooner, since what is left counts from the script's run, which is later
+-- than the caller's send by the request's latency.
 -- The lock's value is "token\nfence\nowner".
 -- Returns {1, fence, server time in us} when ARGV[1] holds the lock (now,
 -- or already: a retry whose first reply was lost; its TTL is then renewed),
@@ -58,10 +61,15 @@ if budget > 0 and budget < stay then
   stay = budget
 end
 local nowms = math.floor(now / 1000)
+local lapse = nowms + stay
+local deadline = tonumber(ARGV[6] or '0') or 0
+if deadline > 0 and deadline < lapse then
+  lapse = deadline
+end
 local function enqueue()
   if lease > 0 then
     redis.call('ZADD', KEYS[3], 'NX', us, tok)
-    redis.call('ZADD', KEYS[4], nowms + stay, tok)
+    redis.call('ZADD', KEYS[4], lapse, tok)
     redis.call('HSET', KEYS[6], tok, ARGV[2] .. '\n' .. ARGV[3])
     redis.call('PEXPIRE', KEYS[3], 2 * lease)
     redis.call('PEXPIRE', KEYS[4], 2 * lease)
