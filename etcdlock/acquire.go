@@ -92,8 +92,10 @@ func (d *etcdDriver) recognised(ctx context.Context, key string, kv *mvccpb.KeyV
 	if s == nil || s.id != clientv3.LeaseID(kv.Lease) {
 		return driver.Grant{}, fmt.Errorf("etcd: this token's key %q is under lease %x, which this driver does not keep", key, kv.Lease)
 	}
-	if err := d.claimKey(ctx, kv); err != nil {
-		return driver.Grant{}, d.fail(ctx, err)
+	if owner, lapse := parseValue(kv.Value); !lapse.IsZero() {
+		if err := d.claimKey(ctx, key, kv.ModRevision, owner, s.id); err != nil {
+			return driver.Grant{}, d.fail(ctx, err)
+		}
 	}
 	return granted(kv.CreateRevision, s.secs, d.pool.sinceOf(s)), nil
 }

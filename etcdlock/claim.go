@@ -70,30 +70,20 @@ func lapsed(kv *mvccpb.KeyValue, now time.Time) bool {
 
 // claim makes the waiter's key the holder's, unless someone swept it.
 func (w *waiter) claim(ctx context.Context) error {
-	resp, err := w.d.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(w.key), "=", w.rev)).
-		Then(clientv3.OpPut(w.key, w.owner, clientv3.WithLease(w.lease))).
-		Commit()
-	if err != nil {
+	if err := w.d.claimKey(ctx, w.key, w.rev, w.owner, w.lease); err != nil {
 		return err
-	}
-	if !resp.Succeeded {
-		return errQueueEntryLost
 	}
 	w.lapse = time.Time{}
 	w.d.step("claim")
 	return nil
 }
 
-// claimKey makes kv, this driver's own key found at the head of the queue
-// by a retry, the holder's if it is still a waiting one.
-func (d *etcdDriver) claimKey(ctx context.Context, kv *mvccpb.KeyValue) error {
-	if _, lapse := parseValue(kv.Value); lapse.IsZero() {
-		return nil
-	}
+// claimKey rewrites key, last written at modRev, to the plain owner under
+// lease, unless it changed since (swept): then errQueueEntryLost.
+func (d *etcdDriver) claimKey(ctx context.Context, key string, modRev int64, owner string, lease clientv3.LeaseID) error {
 	resp, err := d.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(string(kv.Key), ownerOf(kv), clientv3.WithLease(clientv3.LeaseID(kv.Lease)))).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+		Then(clientv3.OpPut(key, owner, clientv3.WithLease(lease))).
 		Commit()
 	if err != nil {
 		return err

@@ -21,16 +21,21 @@ func (d *redisDriver) RefreshBatch(ctx context.Context, items []driver.RefreshIt
 }
 
 func (d *redisDriver) refreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
-	groups := d.groupBySlot(items)
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = it.Name
+	}
+	groups := d.groupNames(names, 0)
+	calls := make([]redisscript.Call, len(groups))
+	for g, idx := range groups {
+		calls[g] = d.refreshCall(items, idx)
+	}
 	var cmds []*redis.Cmd
 	var err error
 	if d.cfg.replicas > 0 {
-		cmds, err = d.runSynced(ctx, items, groups)
+		cmds, err = d.runSynced(ctx, items, groups, calls)
 	} else {
-		cmds, err = d.runBatches(ctx, d.client, items, groups, false)
-		if isNoScript(err) {
-			cmds, err = d.runBatches(ctx, d.client, items, groups, true)
-		}
+		cmds, err = redisscript.RunPipelined(ctx, d.client, redisscript.RefreshBatch, calls)
 	}
 	if err != nil {
 		return nil, redisscript.Classify(err)
@@ -51,74 +56,34 @@ func (d *redisDriver) refreshBatch(ctx context.Context, items []driver.RefreshIt
 	return results, nil
 }
 
-// groupBySlot returns the indexes of items grouped by their Cluster slot
-// (one group when the client is not a Cluster client).
-func (d *redisDriver) groupBySlot(items []driver.RefreshItem) [][]int {
-	names := make([]string, len(items))
-	for i, it := range items {
-		names[i] = it.Name
-	}
-	return d.groupNames(names)
-}
-
-// groupNames returns the indexes of names grouped by their Cluster slot
-// (one group when the client is not a Cluster client).
-func (d *redisDriver) groupNames(names []string) [][]int {
-	if !d.cluster {
-		all := make([]int, len(names))
-		for i := range all {
-			all[i] = i
-		}
-		return [][]int{all}
-	}
-	bySlot := map[int]int{}
-	var groups [][]int
+// groupNames returns the indexes of names grouped into the calls of a
+// batch: by Cluster slot (one group when the client is not a Cluster
+// client), at most max a call when max > 0.
+func (d *redisDriver) groupNames(names []string, max int) [][]int {
+	keys := make([]string, len(names))
 	for i, name := range names {
-		s := slot(d.keys.Lock(name))
-		g, ok := bySlot[s]
-		if !ok {
-			g = len(groups)
-			bySlot[s] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], i)
+		keys[i] = d.keys.Lock(name)
 	}
-	return groups
+	return redisscript.Group(keys, d.cluster, max)
 }
 
-// runBatches pipelines one script call per group, by digest or (after a
-// NOSCRIPT) by source, which also caches the script again.
-func (d *redisDriver) runBatches(ctx context.Context, c redis.Cmdable, items []driver.RefreshItem, groups [][]int, source bool) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, len(groups))
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for g, idx := range groups {
-			keys := make([]string, len(idx))
-			args := make([]any, 0, 2*len(idx))
-			for j, i := range idx {
-				keys[j] = d.keys.Lock(items[i].Name)
-				args = append(args, items[i].Token, ttlMillis(items[i].TTL))
-			}
-			if source {
-				cmds[g] = redisscript.RefreshBatch.Eval(ctx, p, keys, args...)
-			} else {
-				cmds[g] = redisscript.RefreshBatch.EvalSha(ctx, p, keys, args...)
-			}
-		}
-		return nil
-	})
-	return cmds, err
+// refreshCall is the refresh_batch call of items[idx].
+func (d *redisDriver) refreshCall(items []driver.RefreshItem, idx []int) redisscript.Call {
+	c := redisscript.Call{Keys: make([]string, len(idx)), Args: make([]any, 0, 2*len(idx))}
+	for j, i := range idx {
+		c.Keys[j] = d.keys.Lock(items[i].Name)
+		c.Args = append(c.Args, items[i].Token, ttlMillis(items[i].TTL))
+	}
+	return c
 }
 
 // runSynced runs each group's batch on its primary, then WAIT there.
-func (d *redisDriver) runSynced(ctx context.Context, items []driver.RefreshItem, groups [][]int) ([]*redis.Cmd, error) {
+func (d *redisDriver) runSynced(ctx context.Context, items []driver.RefreshItem, groups [][]int, calls []redisscript.Call) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(groups))
 	for g, idx := range groups {
 		what := fmt.Sprintf("batch refresh of %d leases", len(idx))
 		err := d.synced(ctx, d.keys.Lock(items[idx[0]].Name), what, func(c *redis.Conn) error {
-			one, err := d.runBatches(ctx, c, items, [][]int{idx}, false)
-			if isNoScript(err) {
-				one, err = d.runBatches(ctx, c, items, [][]int{idx}, true)
-			}
+			one, err := redisscript.RunPipelined(ctx, c, redisscript.RefreshBatch, calls[g:g+1])
 			if err == nil {
 				cmds[g] = one[0]
 			}
@@ -130,10 +95,3 @@ func (d *redisDriver) runSynced(ctx context.Context, items []driver.RefreshItem,
 	}
 	return cmds, nil
 }
-
-func isNoScript(err error) bool {
-	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
-}
-
-// slot is Redis Cluster's key slot of key.
-func slot(key string) int { return redisscript.Slot(key) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/dlockdev/dlock/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -145,7 +146,7 @@ func TestSlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := slot(key); int64(got) != want {
+		if got := redisscript.Slot(key); int64(got) != want {
 			t.Errorf("slot(%q) = %d, want %d", key, got, want)
 		}
 	}

@@ -13,28 +13,57 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// holdDequeue is a go-redis hook that holds back the dequeue script until
-// release is closed: a waiter whose wait ran out, and whose background
-// dequeue has not reached Redis yet.
-type holdDequeue struct{ release chan struct{} }
+// gateScript is a go-redis hook that makes every call of the script with
+// digest hash wait for gate first; gate's error fails the call unsent.
+type gateScript struct {
+	hash string
+	gate func(ctx context.Context) error
+}
 
-func (h holdDequeue) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h gateScript) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h holdDequeue) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h gateScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if a := cmd.Args(); len(a) > 1 && a[1] == redisscript.Dequeue.Hash() {
-			select {
-			case <-h.release:
-			case <-ctx.Done():
-				return ctx.Err()
+		if a := cmd.Args(); len(a) > 1 && a[1] == h.hash {
+			if err := h.gate(ctx); err != nil {
+				return err
 			}
 		}
 		return next(ctx, cmd)
 	}
 }
 
-func (h holdDequeue) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h gateScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// holdDequeue holds back the dequeue script until release is closed: a
+// waiter whose wait ran out, and whose background dequeue has not reached
+// Redis yet.
+func holdDequeue(release <-chan struct{}) gateScript {
+	return gateScript{hash: redisscript.Dequeue.Hash(), gate: func(ctx context.Context) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+}
+
+// delayAcquire holds back every acquire script by delay before it is sent
+// (unless its context ends first): requests that reach Redis later than
+// they were made (a loaded server or network), after the wait they carry
+// was taken.
+func delayAcquire(delay time.Duration) gateScript {
+	return gateScript{hash: redisscript.Acquire.Hash(), gate: func(ctx context.Context) error {
+		select {
+		case <-time.After(delay):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
 }
 
 // TestQueuedPlaceLapsesAtDeadline: a queued waiter's place lapses with its
@@ -47,12 +76,12 @@ func TestQueuedPlaceLapsesAtDeadline(t *testing.T) {
 	holder := lockerWith(t, client(t, srv.Addr), redislock.Config{})
 	defer holder.Close()
 	wc := client(t, srv.Addr)
-	hold := holdDequeue{release: make(chan struct{})}
-	wc.AddHook(hold)
+	release := make(chan struct{})
+	wc.AddHook(holdDequeue(release))
 	waiter := lockerWith(t, wc, redislock.Config{})
 	// Close waits for the held-back dequeue: let it go first.
 	defer waiter.Close()
-	defer close(hold.release)
+	defer close(release)
 
 	ls, err := holder.Acquire(ctx, "lapse", dlock.WithTTL(time.Minute))
 	if err != nil {
@@ -74,31 +103,6 @@ func TestQueuedPlaceLapsesAtDeadline(t *testing.T) {
 	_ = next.Release(ctx)
 }
 
-// delayAcquire is a go-redis hook that holds back every acquire script
-// by a delay before it is sent (unless its context ends first): requests
-// that reach Redis later than they were made (a loaded server or network),
-// after the wait they carry was taken.
-type delayAcquire struct{ delay time.Duration }
-
-func (h delayAcquire) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h delayAcquire) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if a := cmd.Args(); len(a) > 1 && a[1] == redisscript.Acquire.Hash() {
-			select {
-			case <-time.After(h.delay):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h delayAcquire) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // TestQueuedPlaceLapsesAtClientDeadline: a waiter's place lapses at its
 // own deadline even when its request reached Redis late. What is left of
 // the wait counts from the script's run; without the deadline itself, the
@@ -110,12 +114,12 @@ func TestQueuedPlaceLapsesAtClientDeadline(t *testing.T) {
 	holder := lockerWith(t, client(t, srv.Addr), redislock.Config{})
 	defer holder.Close()
 	wc := client(t, srv.Addr)
-	hold := holdDequeue{release: make(chan struct{})}
-	wc.AddHook(hold)
-	wc.AddHook(delayAcquire{delay: 150 * time.Millisecond})
+	release := make(chan struct{})
+	wc.AddHook(holdDequeue(release))
+	wc.AddHook(delayAcquire(150 * time.Millisecond))
 	waiter := lockerWith(t, wc, redislock.Config{})
 	defer waiter.Close()
-	defer close(hold.release)
+	defer close(release)
 
 	ls, err := holder.Acquire(ctx, "lapse-late", dlock.WithTTL(time.Minute))
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/redisscript"
-	"github.com/redis/go-redis/v9"
 )
 
 // maxReleaseBatch bounds one release_batch call, so that one script never
@@ -25,11 +24,12 @@ func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseIt
 	for i, it := range items {
 		names[i] = it.Name
 	}
-	groups := chunk(d.groupNames(names), maxReleaseBatch)
-	cmds, err := d.releaseBatches(ctx, items, groups, false)
-	if isNoScript(err) {
-		cmds, err = d.releaseBatches(ctx, items, groups, true)
+	groups := d.groupNames(names, maxReleaseBatch)
+	calls := make([]redisscript.Call, len(groups))
+	for g, idx := range groups {
+		calls[g] = d.releaseCall(items, idx)
 	}
+	cmds, err := redisscript.RunPipelined(ctx, d.client, redisscript.ReleaseBatch, calls)
 	if err != nil {
 		return nil, redisscript.Classify(err)
 	}
@@ -49,37 +49,13 @@ func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseIt
 	return results, nil
 }
 
-func (d *redisDriver) releaseBatches(ctx context.Context, items []driver.ReleaseItem, groups [][]int, source bool) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, len(groups))
-	_, err := d.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for g, idx := range groups {
-			keys := make([]string, 0, 2*len(idx))
-			args := make([]any, 0, len(idx))
-			for _, i := range idx {
-				lock := d.keys.Lock(items[i].Name)
-				keys = append(keys, lock, lock+":queue")
-				args = append(args, items[i].Token)
-			}
-			if source {
-				cmds[g] = redisscript.ReleaseBatch.Eval(ctx, p, keys, args...)
-			} else {
-				cmds[g] = redisscript.ReleaseBatch.EvalSha(ctx, p, keys, args...)
-			}
-		}
-		return nil
-	})
-	return cmds, err
-}
-
-// chunk splits every group into pieces of at most n.
-func chunk(groups [][]int, n int) [][]int {
-	var out [][]int
-	for _, g := range groups {
-		for len(g) > n {
-			out = append(out, g[:n])
-			g = g[n:]
-		}
-		out = append(out, g)
+// releaseCall is the release_batch call of items[idx].
+func (d *redisDriver) releaseCall(items []driver.ReleaseItem, idx []int) redisscript.Call {
+	c := redisscript.Call{Keys: make([]string, 0, 2*len(idx)), Args: make([]any, 0, len(idx))}
+	for _, i := range idx {
+		lock := d.keys.Lock(items[i].Name)
+		c.Keys = append(c.Keys, lock, lock+":queue")
+		c.Args = append(c.Args, items[i].Token)
 	}
-	return out
+	return c
 }

@@ -27,26 +27,63 @@ type tally struct {
 // enough says the outcome is decided, the node timeout passes or ctx is
 // done. The requests still in flight then finish in the background; the
 // nodes not heard from count as errNodeTimeout.
-func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx context.Context, i int) (int64, error)) (t tally) {
+func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx context.Context, i int) (int64, error)) tally {
+	return d.askEach(ctx, timeout, 1, func(ctx context.Context, i int) ([]int64, error) {
+		v, err := op(ctx, i)
+		return []int64{v}, err
+	})[0]
+}
+
+// askEach is ask for a request about m locks at once: op answers one code
+// per lock. It returns one tally per lock once every lock's outcome is
+// decided, every node has answered, the node timeout (twice) passes or ctx
+// is done.
+func (d *redlock) askEach(ctx context.Context, timeout time.Duration, m int, op func(ctx context.Context, i int) ([]int64, error)) []tally {
 	ch := spread(ctx, true, d, timeout, op)
 	n := len(d.nodes)
-	t.heard = make([]bool, n)
-	defer t.silent(d) // on the result: t is named
+	ts := make([]tally, m)
+	for j := range ts {
+		ts[j].heard = make([]bool, n)
+	}
 	// Twice the per-request bound, as in decide: requests that a busy
 	// scheduler starts late still count.
 	timer := time.NewTimer(2 * timeout)
 	defer timer.Stop()
-	for t.answered < n && !t.decided(n, d.quorum) {
+wait:
+	for answered := 0; answered < n && !allDecided(ts, n, d.quorum); {
 		select {
 		case r := <-ch:
-			t.add(r.i, r.a.val, r.a.err)
+			answered++
+			err := r.a.err
+			if err == nil && len(r.a.val) != m {
+				err = d.nodeErr(r.i, fmt.Errorf("answered %d results for %d locks", len(r.a.val), m))
+			}
+			for j := range ts {
+				var code int64
+				if err == nil {
+					code = r.a.val[j]
+				}
+				ts[j].add(r.i, code, err)
+			}
 		case <-timer.C:
-			return t
+			break wait
 		case <-ctx.Done():
-			return t
+			break wait
 		}
 	}
-	return t
+	for j := range ts {
+		ts[j].silent(d)
+	}
+	return ts
+}
+
+func allDecided(ts []tally, n, q int) bool {
+	for j := range ts {
+		if !ts[j].decided(n, q) {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *tally) add(i int, code int64, err error) {
