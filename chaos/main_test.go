@@ -72,9 +72,7 @@ func trials(short int) int {
 // table either way; the short run (go test, CI) logs them instead of
 // failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
 // A known bug that no longer reproduces is logged, to be removed here.
-var knownBugs = map[string]string{
-	"S8|postgres (advisory)": "issue 10 §4: lock not free at the first TryAcquire after the release (2-7 of 20, 2026-12-04): under the storm a waiter's server-side bound (lock_timeout, 5-50 ms before its deadline) is not reached before its context ends; the client's cancel then races the holder's release, and the backend that got the lock frees it only when the driver's clean-up lands",
-}
+var knownBugs = map[string]string{}
 
 func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,8 +19,8 @@ var _ driver.SessionWatcher = (*advisory)(nil)
 
 type advisory struct {
 	base
-	listener                                                         *listener // evictions only: waiters wait in the server
-	try, holderOf, block, blockUntil, check, release, epoch, publish string
+	listener                                                                   *listener // evictions only: waiters wait in the server
+	try, tryUntil, holderOf, block, blockUntil, check, release, epoch, publish string
 
 	mu       sync.Mutex
 	sessions map[string]*session // by token
@@ -29,7 +28,7 @@ type advisory struct {
 
 func newAdvisory(b base) *advisory {
 	d := &advisory{
-		base: b, listener: newListener(b.pool, "", b.evicted), try: b.sql(advisoryTry), holderOf: b.sql(advisoryHolderOf), block: b.sql(advisoryBlock), blockUntil: b.sql(advisoryBlockUntil), check: advisoryCheck,
+		base: b, listener: newListener(b.pool, "", b.evicted), try: b.sql(advisoryTry), tryUntil: b.sql(advisoryTryUntil), holderOf: b.sql(advisoryHolderOf), block: b.sql(advisoryBlock), blockUntil: b.sql(advisoryBlockUntil), check: advisoryCheck,
 		release: advisoryRelease, epoch: b.sql(advisoryEpoch), publish: b.sql(advisoryPublish),
 		sessions: map[string]*session{},
 	}
@@ -97,32 +96,19 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 		wait = false // too little time left to wait in the server: one try
 	}
 	if wait {
-		fence = new(int64)
 		later := d.describeLater(ctx, req.Name)
-		err := d.blockRow(ctx, s).Scan(fence, &s.pid)
+		f, err := d.wait(ctx, s)
 		h := later(driver.Holder{Name: req.Name, TTL: -1})
-		if isLockTimeout(err) {
-			// The server ended the wait: nothing is left queued. But a
-			// grant can race the timeout: the statement then fails, yet
-			// the session keeps the lock it was granted (Postgres honours
-			// a grant that lands as the wait times out). The lock is
-			// freed before the connection goes back to the pool, where it
-			// would otherwise hold the lock for as long as it lives.
-			if _, err := s.conn.Exec(ctx, advisoryUnlockAll); err != nil {
-				return driver.Grant{Holder: h}, err // the connection is closed, which frees it
-			}
-			return driver.Grant{Holder: h}, nil
-		}
-		if err != nil {
+		if err != nil || f == nil {
 			return driver.Grant{Holder: h}, err
 		}
+		fence = f
 	} else {
-		if err := s.conn.QueryRow(ctx, d.try, s.key).Scan(&fence, &s.pid); err != nil {
-			return driver.Grant{}, err
+		f, h, err := d.tryFor(ctx, s, req.Name)
+		if err != nil || f == nil {
+			return driver.Grant{Holder: h}, err
 		}
-		if fence == nil {
-			return d.refused(ctx, s, req.Name)
-		}
+		fence = f
 	}
 	if err := checkPinnable(ctx, s.conn, s.pid); err != nil {
 		return driver.Grant{}, err
@@ -136,18 +122,112 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 	return driver.Grant{Acquired: true, Fence: s.fence, Since: time.Now()}, nil
 }
 
+// late is the fence a bounded statement answers when the server took the
+// lock only after the attempt's end (advisoryUntil) and gave it back.
+const late = -1
+
+// tryFor tries for the lock on s's connection and returns the fence, or nil
+// and the holder that refused it. A refusal by a holder that is gone by
+// the time it is looked up (it unlocked in between) is tried again, up to
+// retries times; a refusal by a waiter past its end (heldBy.lapsed) waits
+// for it to give the lock back, up to lapseWait.
+func (d *advisory) tryFor(ctx context.Context, s *session, name string) (*int64, driver.Holder, error) {
+	for i := 0; ; i++ {
+		var fence *int64
+		if err := d.tryRow(ctx, s).Scan(&fence, &s.pid); err != nil {
+			return nil, driver.Holder{}, err
+		}
+		if fence != nil && *fence == late {
+			return nil, driver.Holder{Name: name, TTL: -1}, nil
+		}
+		if fence != nil {
+			return fence, driver.Holder{}, nil
+		}
+		h, err := d.refused(ctx, s)
+		switch {
+		case err != nil:
+			return nil, driver.Holder{}, err
+		case h.lapsed:
+			// The statement of a waiter whose caller gave up gives the
+			// lock back as soon as it runs: the lock is as good as free.
+			wctx, cancel := context.WithTimeout(ctx, lapseWait)
+			defer cancel()
+			fence, err = d.wait(wctx, s)
+			return fence, h.describe(name), err
+		case h.pid == nil && i < retries:
+			continue // released between the try and the lookup
+		}
+		return nil, h.describe(name), nil
+	}
+}
+
+// retries is how many times a try refused by a holder that was gone when
+// looked up is tried again.
+const retries = 2
+
+// lapseWait bounds how long a try refused by a waiter past its end
+// (heldBy.lapsed) waits for that waiter's statement to give the lock back.
+const lapseWait = 100 * time.Millisecond
+
+// wait waits for the lock in the server (blockRow) and returns the fence,
+// or nil when the wait ended without the lock: the server's bound ran
+// out, or the lock came only after it and was given back.
+func (d *advisory) wait(ctx context.Context, s *session) (*int64, error) {
+	fence := new(int64)
+	err := d.blockRow(ctx, s).Scan(fence, &s.pid)
+	switch {
+	case isLockTimeout(err):
+		// The server ended the wait: nothing is left queued. But a grant
+		// can race the timeout: the statement then fails, yet the
+		// session keeps the lock it was granted (Postgres honours a grant
+		// that lands as the wait times out). The lock is freed before the
+		// connection goes back to the pool, where it would otherwise hold
+		// the lock for as long as it lives.
+		if _, err := s.conn.Exec(ctx, advisoryUnlockAll); err != nil {
+			return nil, err // the connection is closed, which frees it
+		}
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case *fence == late:
+		return nil, nil
+	}
+	return fence, nil
+}
+
 // blockRow sends the blocking statement: with ctx's deadline, bounded in
 // the server a little before it (blockMargin), so that the server, not a
 // cancel racing a release, ends the wait.
 func (d *advisory) blockRow(ctx context.Context, s *session) pgx.Row {
-	dl, ok := ctx.Deadline()
+	ms, until, ok := attemptEnd(ctx)
 	if !ok {
 		return s.conn.QueryRow(ctx, d.block, s.key)
 	}
+	return s.conn.QueryRow(ctx, d.blockUntil, s.key, ms, until)
+}
+
+// tryRow sends the try: with ctx's deadline, one that gives back a lock
+// the server took after the attempt's end (advisoryTryUntil).
+func (d *advisory) tryRow(ctx context.Context, s *session) pgx.Row {
+	ms, until, ok := attemptEnd(ctx)
+	if !ok {
+		return s.conn.QueryRow(ctx, d.try, s.key)
+	}
+	return s.conn.QueryRow(ctx, d.tryUntil, s.key, ms, until)
+}
+
+// attemptEnd is when a bounded attempt ends in the server, blockMargin
+// before ctx's deadline: as milliseconds from now (at least 1: lock_timeout
+// 0 would mean no bound) and as Unix milliseconds. ok is false when ctx
+// has no deadline.
+func attemptEnd(ctx context.Context) (ms, unixMs int64, ok bool) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return 0, 0, false
+	}
 	left := time.Until(dl)
-	left -= blockMargin(left)
-	ms := max(left.Milliseconds(), 1) // lock_timeout 0 would mean no bound
-	return s.conn.QueryRow(ctx, d.blockUntil, s.key, strconv.FormatInt(ms, 10)+"ms")
+	end := dl.Add(-blockMargin(left))
+	return max((left - blockMargin(left)).Milliseconds(), 1), end.UnixMilli(), true
 }
 
 // blockMargin is how long before the caller's deadline the server stops
@@ -193,7 +273,7 @@ func (d *advisory) describeLater(ctx context.Context, name string) func(h driver
 	t := time.AfterFunc(describeAfter, func() {
 		defer close(done)
 		var h heldBy
-		err := d.pool.QueryRow(ctx, d.holderOf, Key(name)).Scan(&h.pid, &h.owner, &h.fence)
+		err := d.pool.QueryRow(ctx, d.holderOf, Key(name)).Scan(h.dest()...)
 		if err == nil && h.owner != nil {
 			b := h.describe(name)
 			better = &b
@@ -210,27 +290,32 @@ func (d *advisory) describeLater(ctx context.Context, name string) func(h driver
 	}
 }
 
-// refused describes the holder of a lock the try found held, on the
-// try's connection: its backend pid and holders row. A holder that
-// unlocked in between is described as unknown; a failed lookup is an
-// error (the connection, whose state is then unknown, is closed).
-func (d *advisory) refused(ctx context.Context, s *session, name string) (driver.Grant, error) {
+// refused looks up the holder of a lock the try found held, on the
+// try's connection: its backend pid and holders row, and whether it is a
+// waiter past its end (heldBy.lapsed). A failed lookup is an error (the
+// connection, whose state is then unknown, is closed).
+func (d *advisory) refused(ctx context.Context, s *session) (heldBy, error) {
 	var h heldBy
-	err := s.conn.QueryRow(ctx, d.holderOf, s.key).Scan(&h.pid, &h.owner, &h.fence)
+	err := s.conn.QueryRow(ctx, d.holderOf, s.key).Scan(h.dest()...)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return driver.Grant{}, err
+		return heldBy{}, err
 	}
-	return driver.Grant{Holder: h.describe(name)}, nil
+	return h, nil
 }
 
 // heldBy is what advisoryHolderOf says about a holder: its backend pid
-// (NULL when it unlocked between the try and the lookup), and its holders
-// row (NULL when it has none).
+// (NULL when it unlocked between the try and the lookup), its holders
+// row (NULL when it has none), and whether it is a waiter past its end,
+// about to give the lock back (advisoryLapsed).
 type heldBy struct {
-	pid   *uint32
-	owner *string
-	fence *int64
+	pid    *uint32
+	owner  *string
+	fence  *int64
+	lapsed bool
 }
+
+// dest is what advisoryHolderOf's row is scanned into.
+func (h *heldBy) dest() []any { return []any{&h.pid, &h.owner, &h.fence, &h.lapsed} }
 
 // describe turns a positive "held" into a Holder. A holder without a
 // holders row is described by its backend pid.

@@ -43,7 +43,7 @@ func (d *advisory) holder(ctx context.Context, name string) (uint32, driver.Hold
 	deadline := time.Now().Add(2*watchDelay + 100*time.Millisecond)
 	for {
 		var h heldBy
-		err := d.pool.QueryRow(ctx, d.sql(advisoryHolderOf), key).Scan(&h.pid, &h.owner, &h.fence)
+		err := d.pool.QueryRow(ctx, d.sql(advisoryHolderOf), key).Scan(h.dest()...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return 0, driver.Holder{}, false, nil
 		}

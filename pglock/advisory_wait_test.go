@@ -5,11 +5,13 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/pglock"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestAdvisoryWaitEndsInServer: a bounded advisory wait is ended by the
@@ -118,4 +120,64 @@ func TestAdvisoryTimedOutWaitLeavesNoLock(t *testing.T) {
 		t.Fatalf("TryAcquire after the contention: %v", err)
 	}
 	_ = ls.Release(c)
+}
+
+// TestAdvisoryLapsedWaiterGivesTheLockBack: a release hands the lock to
+// the first backend queued for it, even one whose caller has given up and
+// whose server-side bound has fired, when that backend has not run since
+// (a loaded machine). It holds the lock until it runs again. Here that
+// backend is stopped (SIGSTOP) while it waits, until its caller has
+// returned and the holder has released; a TryAcquire then finds it
+// holding the lock. The backend's statement carries the end of its wait
+// (advisoryMarkWait), so the try knows the holder is a waiter past its
+// end, about to give the lock back, and waits for it: it gets the lock
+// once the backend runs (SIGCONT). Without the mark, the try reported the
+// lock held by that backend.
+func TestAdvisoryLapsedWaiterGivesTheLockBack(t *testing.T) {
+	d := newDB(t)
+	c := ctx(t)
+	holder := d.locker(t, pglock.Config{Mode: pglock.Advisory})
+	waiter := d.locker(t, pglock.Config{Mode: pglock.Advisory})
+	other := d.locker(t, pglock.Config{Mode: pglock.Advisory})
+	ls, err := holder.Acquire(c, "lapsed-waiter", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(c, "lapsed-waiter", dlock.WithWait(500*time.Millisecond))
+		waited <- err
+	}()
+	var pid int
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		err := d.admin.QueryRow(c, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&pid)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
+			t.Fatalf("the waiter's backend never queued: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Skipf("cannot stop the server's backend %d: %v", pid, err)
+	}
+	cont := sync.OnceFunc(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	defer cont()
+	if err := <-waited; !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("the stopped waiter's Acquire = %v, want ErrNotAcquired", err)
+	}
+	if err := ls.Release(c); err != nil {
+		t.Fatal(err)
+	}
+	var granted bool
+	if err := d.admin.QueryRow(c, `SELECT granted FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`, pid).Scan(&granted); err != nil || !granted {
+		t.Fatalf("the release did not hand the lock to the stopped backend (granted %v, %v): the test did not set up the race", granted, err)
+	}
+	time.AfterFunc(30*time.Millisecond, cont)
+	got, err := other.TryAcquire(c, "lapsed-waiter")
+	if err != nil {
+		t.Fatalf("TryAcquire while a waiter past its end holds the lock: %v, want the lock once that backend runs", err)
+	}
+	_ = got.Release(c)
 }

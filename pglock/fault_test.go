@@ -212,7 +212,7 @@ func TestFaultTerminatedBackend(t *testing.T) {
 // until they have exited.
 func terminate(t *testing.T, d *db, app string) {
 	t.Helper()
-	d.exec(t, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE application_name = $1`, app)
+	d.exec(t, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE application_name = $1 OR starts_with(application_name, $1 || ' (dlock wait until ')`, app)
 }
 
 // TestFaultPausedServer freezes the server (SIGSTOP) under attempts with
