@@ -199,35 +199,35 @@ func (d *advisory) wait(ctx context.Context, s *session) (*int64, error) {
 // the server a little before it (blockMargin), so that the server, not a
 // cancel racing a release, ends the wait.
 func (d *advisory) blockRow(ctx context.Context, s *session) pgx.Row {
-	ms, until, ok := attemptEnd(ctx)
+	left, end, ok := attemptEnd(ctx)
 	if !ok {
 		return s.conn.QueryRow(ctx, d.block, s.key)
 	}
-	return s.conn.QueryRow(ctx, d.blockUntil, s.key, ms, until)
+	return s.conn.QueryRow(ctx, d.blockUntil, s.key, left, end)
 }
 
 // tryRow sends the try: with ctx's deadline, one that gives back a lock
 // the server took after the attempt's end (advisoryTryUntil).
 func (d *advisory) tryRow(ctx context.Context, s *session) pgx.Row {
-	ms, until, ok := attemptEnd(ctx)
+	left, end, ok := attemptEnd(ctx)
 	if !ok {
 		return s.conn.QueryRow(ctx, d.try, s.key)
 	}
-	return s.conn.QueryRow(ctx, d.tryUntil, s.key, ms, until)
+	return s.conn.QueryRow(ctx, d.tryUntil, s.key, left, end)
 }
 
 // attemptEnd is when a bounded attempt ends in the server, blockMargin
-// before ctx's deadline: as milliseconds from now (at least 1: lock_timeout
-// 0 would mean no bound) and as Unix milliseconds. ok is false when ctx
-// has no deadline.
-func attemptEnd(ctx context.Context) (ms, unixMs int64, ok bool) {
+// before ctx's deadline: as the time left from now (at least 1 ms:
+// lock_timeout 0 would mean no bound) and as an instant on this host's
+// clock (advisoryUntil). ok is false when ctx has no deadline.
+func attemptEnd(ctx context.Context) (left time.Duration, end time.Time, ok bool) {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return 0, 0, false
+		return 0, time.Time{}, false
 	}
-	left := time.Until(dl)
-	end := dl.Add(-blockMargin(left))
-	return max((left - blockMargin(left)).Milliseconds(), 1), end.UnixMilli(), true
+	margin := blockMargin(time.Until(dl))
+	end = dl.Add(-margin)
+	return max(time.Until(end), time.Millisecond), end, true
 }
 
 // blockMargin is how long before the caller's deadline the server stops
