@@ -50,6 +50,11 @@ type Target struct {
 	// as ServerTimeKind says; nil when the backend exposes none.
 	ServerTime     func(ctx context.Context) (time.Duration, error)
 	ServerTimeKind string
+	// Write makes one durable write of the backend's own, the yardstick
+	// of a contended handoff (which cannot be shorter than the write that
+	// frees the lock); WriteKind says what it is. nil when not measured.
+	Write     func(ctx context.Context) error
+	WriteKind string
 
 	closers []func()
 }

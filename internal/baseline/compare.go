@@ -73,6 +73,11 @@ type Comparison struct {
 	Baseline     Measure `json:"baseline"`
 	// Ratio is dlock's rate over the baseline's.
 	Ratio float64 `json:"ratio"`
+	// Contended only, where the target measures one (Target.Write): the
+	// p50 of the backend's own write, sampled between the rounds of this
+	// run, and what that write is.
+	WriteP50Ms float64 `json:"write_p50_ms,omitempty"`
+	Write      string  `json:"write,omitempty"`
 }
 
 // Config tunes Compare.
@@ -146,7 +151,15 @@ func (t *Target) compare(ctx context.Context, w Workload, cfg Config) (Compariso
 		}
 	}
 	slice := cfg.Duration / time.Duration(cfg.Rounds)
+	var writes []time.Duration
 	for r := range cfg.Rounds {
+		if w.Contended && t.Write != nil {
+			ws, err := t.sampleWrites(ctx, writeSamples)
+			if err != nil {
+				return Comparison{}, fmt.Errorf("%s: %s: %w", w.Name, t.WriteKind, err)
+			}
+			writes = append(writes, ws...)
+		}
 		for k := range 2 {
 			i := (r + k) % 2 // dlock, base; base, dlock; ...
 			name := fmt.Sprintf("%s%s/%d/r%d/", cfg.Prefix, w.Name, i, r)
@@ -163,6 +176,9 @@ func (t *Target) compare(ctx context.Context, w Workload, cfg Config) (Compariso
 		Dlock: tallies[0].measure(sides[0]), Baseline: tallies[1].measure(sides[1])}
 	if w.Contended {
 		c.BaselineImpl = t.BaselineContended
+	}
+	if len(writes) > 0 {
+		c.WriteP50Ms, c.Write = ms(benchwork.Percentile(writes, 50)), t.WriteKind
 	}
 	if c.Baseline.PerSec > 0 {
 		c.Ratio = c.Dlock.PerSec / c.Baseline.PerSec
@@ -277,3 +293,21 @@ func (tl *tally) measure(s *Side) Measure {
 
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// writeSamples is how many writes sampleWrites times before each round
+// of a contended workload.
+const writeSamples = 25
+
+// sampleWrites times n of the backend's own writes (Target.Write), one
+// after another.
+func (t *Target) sampleWrites(ctx context.Context, n int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if err := t.Write(ctx); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}

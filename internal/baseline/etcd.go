@@ -74,6 +74,13 @@ func (t *Target) etcdSides(ctx context.Context, mk func(*Counter) (*clientv3.Cli
 	}
 	t.onClose(func() { _ = m.shared.Close() })
 	t.Base = Side{Cycle: m.cycle, Contend: m.contend, RoundTrips: brt}
+	// The handoff's yardstick: one Put, on the baseline's client between
+	// rounds (so counted in no side's round trips). A handoff takes at
+	// least the delete that frees the lock and the watch event it sends.
+	t.Write, t.WriteKind = func(ctx context.Context) error {
+		_, err := bc.Put(ctx, keyFor("write"), "x")
+		return err
+	}, "one etcd Put"
 	return nil
 }
 

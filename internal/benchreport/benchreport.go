@@ -32,6 +32,7 @@ func WriteTable(w io.Writer, cs []baseline.Comparison) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		writeHandoffRefs(w, group, "")
 	}
 	fmt.Fprintln(w, "\nP50/P99: one acquire+release cycle (uncontended) or the wait for the lock (contended).")
 	fmt.Fprintln(w, "RT/OP: client round trips per cycle, counted by a hook on each side's client.")
@@ -123,4 +124,17 @@ func WriteLeases(w io.Writer, rs []baseline.LeaseReport) error {
 			r.Refreshes, r.RefreshCalls, perCall, rt, opt(r.RoundTripsPerCall, "%.2f"), r.Lost)
 	}
 	return tw.Flush()
+}
+
+// writeHandoffRefs writes, for each contended comparison of group that
+// measured the backend's own write (Comparison.WriteP50Ms), each side's
+// handoff p50 as a multiple of that write's p50: a handoff cannot beat
+// the write that frees the lock. Each line starts with lead.
+func writeHandoffRefs(w io.Writer, group []baseline.Comparison, lead string) {
+	for _, c := range group {
+		if c.WriteP50Ms > 0 {
+			fmt.Fprintf(w, "%s%s: %s p50 %.2f ms in this run; handoff p50 %.2f× that for dlock, %.2f× for the baseline\n",
+				lead, c.Workload, c.Write, c.WriteP50Ms, c.Dlock.HandoffP50Ms/c.WriteP50Ms, c.Baseline.HandoffP50Ms/c.WriteP50Ms)
+		}
+	}
 }

@@ -29,6 +29,10 @@ func WriteMarkdown(w io.Writer, cs []baseline.Comparison) error {
 			}
 		}
 		writeErrors(w, group)
+		if hasWriteRef(group) {
+			fmt.Fprintln(w)
+			writeHandoffRefs(w, group, "- ")
+		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "p50/p99: one TryAcquire+Release cycle (uncontended) or the wait for the lock (contended). "+
@@ -86,4 +90,15 @@ func firstError(c baseline.Comparison) string {
 		return c.Dlock.FirstError
 	}
 	return c.Baseline.FirstError
+}
+
+// hasWriteRef reports whether a comparison of group measured the
+// backend's own write.
+func hasWriteRef(group []baseline.Comparison) bool {
+	for _, c := range group {
+		if c.WriteP50Ms > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -72,7 +72,10 @@ client) and the server's time per cycle where the backend exposes it
              contended: blocking pg_advisory_lock. mode=lease (default):
              one-statement upsert lease + token-checked DELETE (creates
              table dlock_bench_lease and sequence dlock_bench_fence)
-  etcd       concurrency.Mutex on one concurrency.Session
+  etcd       concurrency.Mutex on one concurrency.Session; the contended
+             row also times one etcd Put between its rounds and prints
+             each side's handoff p50 as a multiple of the Put's (a
+             handoff cannot beat the write that frees the lock)
   file       SQLite INSERT OR IGNORE + DELETE on the same file
 
 --leases N takes N leases on one Locker, holds them for --duration (default:
