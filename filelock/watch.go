@@ -50,8 +50,13 @@ type watcher struct {
 	running bool
 	closed  bool
 	stop    context.CancelFunc // ends the poller's context
-	done    chan struct{}
-	kick    chan struct{} // a new watcher: poll fast again
+	// loops counts the pollers still running: the current one, and any
+	// stopped when the last subscriber left but not yet returned from a
+	// poll (a new subscriber starts a new poller without waiting for
+	// them). close waits for all, so that none uses the poll connection
+	// after it is closed.
+	loops sync.WaitGroup
+	kick  chan struct{} // a new watcher: poll fast again
 }
 
 var errClosed = errors.New("filelock: driver closed")
@@ -105,8 +110,8 @@ func (w *watcher) start(ctx context.Context) error {
 	clear(w.local)
 	w.running = true
 	ctx, stop := context.WithCancel(context.Background())
-	w.stop, w.done = stop, make(chan struct{})
-	go w.loop(ctx, w.done)
+	w.stop = stop
+	w.loops.Go(func() { w.loop(ctx) })
 	return nil
 }
 
@@ -170,8 +175,7 @@ func (w *watcher) wake(name string) {
 	}
 }
 
-func (w *watcher) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (w *watcher) loop(ctx context.Context) {
 	every := pollMin
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -240,20 +244,18 @@ func releasedSince(ctx context.Context, since *sql.Stmt, last int64) ([]release,
 	return rs, rows.Err()
 }
 
-// close stops the poller (waiting for it) and closes its own connection.
+// close stops the poller, waits for every poller still running (loops),
+// and closes its own connection.
 func (w *watcher) close() error {
 	w.mu.Lock()
 	w.closed = true
-	done := w.done
 	if w.running {
 		w.running = false
 		w.stop()
 	}
 	poll, since := w.poll, w.since
 	w.mu.Unlock()
-	if done != nil {
-		<-done
-	}
+	w.loops.Wait()
 	if poll == nil {
 		return nil
 	}
