@@ -71,36 +71,7 @@ func delayAcquire(delay time.Duration) gateScript {
 // (a TryAcquire gets it at once) instead of handing it to the waiter that
 // is gone, whose own dequeue may still be on its way (here: held back).
 func TestQueuedPlaceLapsesAtDeadline(t *testing.T) {
-	srv := testserver.Redis(t)
-	ctx := ctxT(t)
-	holder := lockerWith(t, client(t, srv.Addr), redislock.Config{})
-	defer holder.Close()
-	wc := client(t, srv.Addr)
-	release := make(chan struct{})
-	wc.AddHook(holdDequeue(release))
-	waiter := lockerWith(t, wc, redislock.Config{})
-	// Close waits for the held-back dequeue: let it go first.
-	defer waiter.Close()
-	defer close(release)
-
-	ls, err := holder.Acquire(ctx, "lapse", dlock.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := waiter.Acquire(ctx, "lapse", dlock.WithWait(200*time.Millisecond)); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("waiter = %v, want ErrNotAcquired after its wait", err)
-	}
-	if n := wc.ZCard(ctx, keys.Queue("lapse")).Val(); n != 1 {
-		t.Fatalf("%d queued, want the waiter's place still there (its dequeue held back)", n)
-	}
-	if err := ls.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	next, err := holder.TryAcquire(ctx, "lapse")
-	if err != nil {
-		t.Fatalf("TryAcquire right after the release: %v (the lock went to the waiter that gave up)", err)
-	}
-	_ = next.Release(ctx)
+	lapseCase(t, "lapse", 200*time.Millisecond)
 }
 
 // TestQueuedPlaceLapsesAtClientDeadline: a waiter's place lapses at its
@@ -109,6 +80,18 @@ func TestQueuedPlaceLapsesAtDeadline(t *testing.T) {
 // place would outlive the waiter by the request's latency, and a release
 // in between would hand the lock to a waiter that has already returned.
 func TestQueuedPlaceLapsesAtClientDeadline(t *testing.T) {
+	// Each of the waiter's attempts reaches Redis 150 ms after it took what
+	// was left of its 600 ms wait: its place must lapse at its deadline,
+	// not 150 ms after it.
+	lapseCase(t, "lapse-late", 600*time.Millisecond, delayAcquire(150*time.Millisecond))
+}
+
+// lapseCase queues a waiter for name behind a holder, with its dequeue
+// held back and hooks added to its client; once its wait has run out, its
+// place must still be queued, and a release must leave the lock free for
+// a TryAcquire at once.
+func lapseCase(t *testing.T, name string, wait time.Duration, hooks ...redis.Hook) {
+	t.Helper()
 	srv := testserver.Redis(t)
 	ctx := ctxT(t)
 	holder := lockerWith(t, client(t, srv.Addr), redislock.Config{})
@@ -116,28 +99,28 @@ func TestQueuedPlaceLapsesAtClientDeadline(t *testing.T) {
 	wc := client(t, srv.Addr)
 	release := make(chan struct{})
 	wc.AddHook(holdDequeue(release))
-	wc.AddHook(delayAcquire(150 * time.Millisecond))
+	for _, h := range hooks {
+		wc.AddHook(h)
+	}
 	waiter := lockerWith(t, wc, redislock.Config{})
+	// Close waits for the held-back dequeue: let it go first.
 	defer waiter.Close()
 	defer close(release)
 
-	ls, err := holder.Acquire(ctx, "lapse-late", dlock.WithTTL(time.Minute))
+	ls, err := holder.Acquire(ctx, name, dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each of the waiter's attempts reaches Redis 150 ms after it took what
-	// was left of its 600 ms wait: its place must lapse at its deadline,
-	// not 150 ms after it.
-	if _, err := waiter.Acquire(ctx, "lapse-late", dlock.WithWait(600*time.Millisecond)); !errors.Is(err, dlock.ErrNotAcquired) {
+	if _, err := waiter.Acquire(ctx, name, dlock.WithWait(wait)); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("waiter = %v, want ErrNotAcquired after its wait", err)
 	}
-	if n := wc.ZCard(ctx, keys.Queue("lapse-late")).Val(); n != 1 {
+	if n := wc.ZCard(ctx, keys.Queue(name)).Val(); n != 1 {
 		t.Fatalf("%d queued, want the waiter's place still there (its dequeue held back)", n)
 	}
 	if err := ls.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	next, err := holder.TryAcquire(ctx, "lapse-late")
+	next, err := holder.TryAcquire(ctx, name)
 	if err != nil {
 		t.Fatalf("TryAcquire right after the release: %v (the lock went to the waiter that gave up)", err)
 	}
