@@ -26,7 +26,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (h Holder, ok bool, e
 		return Holder{}, false, backend("inspect", name, err)
 	}
 	h = holderFrom(dh)
-	h.Name = name
+	h.Name, h.Kind, h.Slot = name, KindMutex, -1
 	return h, ok, nil
 }
 
@@ -69,16 +69,26 @@ func (l *Locker) ForceRelease(ctx context.Context, name string) (evicted Holder,
 	if err := validName(name); err != nil {
 		return Holder{}, false, 0, err
 	}
+	return l.forceRelease(ctx, name)
+}
+
+// forceRelease frees a backend key (a plain lock's name, or a primitive's
+// grant) and reports the evicted holder under its user-facing name.
+func (l *Locker) forceRelease(ctx context.Context, key string) (evicted Holder, ok bool, newFence uint64, err error) {
+	if err := l.usable(); err != nil {
+		return Holder{}, false, 0, err
+	}
+	ki := parseKey(key)
 	fr, isFR := l.drv.(driver.ForceReleaser)
 	if !isFR {
 		return Holder{}, false, 0, fmt.Errorf("dlock: this backend cannot force-release: %w", ErrUnsupported)
 	}
-	dh, ok, fence, err := fr.ForceRelease(ctx, name)
+	dh, ok, fence, err := fr.ForceRelease(ctx, key)
 	if err != nil {
-		return Holder{}, false, 0, backend("force-release", name, err)
+		return Holder{}, false, 0, backend("force-release", ki.name, err)
 	}
 	evicted = holderFrom(dh)
-	evicted.Name = name
+	evicted.Name, evicted.Kind, evicted.Permits, evicted.Slot = ki.name, ki.kind, ki.permits, ki.slot
 	return evicted, ok, fence, nil
 }
 

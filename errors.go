@@ -118,10 +118,20 @@ type Holder struct {
 	// TTL is the time left on the holder's lease as the backend counts it;
 	// negative when unknown or unbounded (session-bound locks).
 	TTL time.Duration
+	// Kind is what the grant is: KindMutex for a plain lock, or a permit,
+	// read, write or leader grant of a Semaphore, RWMutex or Election
+	// (whose name Name then is).
+	Kind Kind
+	// Permits is a semaphore permit's semaphore size; 0 otherwise.
+	Permits int
+	// Slot is a semaphore permit's index (0 to Permits-1) or a read
+	// grant's slot; -1 otherwise.
+	Slot int
 }
 
 func holderFrom(h driver.Holder) Holder {
-	return Holder{Name: h.Name, Owner: h.Owner, Fence: h.Fence, TTL: h.TTL}
+	ki := parseKey(h.Name)
+	return Holder{Name: ki.name, Owner: h.Owner, Fence: h.Fence, TTL: h.TTL, Kind: ki.kind, Permits: ki.permits, Slot: ki.slot}
 }
 
 // String describes the holder for people: its owner, fence and the time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -44,6 +45,9 @@ type Lease struct {
 	owner string
 	fence uint64
 	auto  bool
+	// shown, when set, is the fence Fence reports instead of fence: a
+	// read grant's, taken from its RWMutex's gate (see RWMutex.RLock).
+	shown atomic.Uint64
 
 	mu       sync.Mutex
 	ttl      time.Duration
@@ -85,8 +89,18 @@ func newLease(l leaseHost, req driver.Request, g driver.Grant, sent time.Time, a
 	}
 }
 
-// Name returns the lock's name.
-func (ls *Lease) Name() string { return ls.name }
+// Name returns the lock's name (a Semaphore's, RWMutex's or Election's
+// name for their grants).
+func (ls *Lease) Name() string { return parseKey(ls.name).name }
+
+// Kind says what the lease is: KindMutex for a plain lock, KindPermit,
+// KindRead, KindWrite or KindLeader for a grant of a primitive.
+func (ls *Lease) Kind() Kind { return parseKey(ls.name).kind }
+
+// Slot is a semaphore permit's index (0 to permits-1) or a read grant's
+// slot; -1 for other kinds. A fence guard protecting a resource shared by
+// a semaphore's holders keys its fences by name and slot.
+func (ls *Lease) Slot() int { return parseKey(ls.name).slot }
 
 // Token returns the lease's secret token: 128 random bits, hex-encoded.
 // Only the holder of the token can refresh or release the lock.
@@ -99,7 +113,12 @@ func (ls *Lease) Owner() string { return ls.owner }
 // fence of every earlier grant of the same name, across release, expiry,
 // takeover and force-release. Pass it with every write to the protected
 // resource and let the resource reject lower ones (package fence).
-func (ls *Lease) Fence() uint64 { return ls.fence }
+func (ls *Lease) Fence() uint64 {
+	if f := ls.shown.Load(); f != 0 {
+		return f
+	}
+	return ls.fence
+}
 
 // TTL returns the lease length currently granted.
 func (ls *Lease) TTL() time.Duration {
@@ -180,7 +199,7 @@ func (ls *Lease) refreshed(sent time.Time, ttl time.Duration, err error) error {
 	case errors.Is(err, driver.ErrNotHeld):
 		return ls.lose(lostReason(err), nil)
 	default:
-		return backend("refresh", ls.name, err)
+		return backend("refresh", ls.Name(), err)
 	}
 }
 
@@ -248,13 +267,13 @@ func (ls *Lease) settleRelease(lost, err error) error {
 		// The lease is ended locally either way: it is no longer refreshed
 		// and will expire on the backend.
 		ls.finish(ErrReleased)
-		return backend("release", ls.name, err)
+		return backend("release", ls.Name(), err)
 	}
 }
 
 // lose ends the lease with a *LostError and returns the lease's final Err.
 func (ls *Lease) lose(reason string, cause error) error {
-	ls.finish(&LostError{Name: ls.name, Fence: ls.fence, Reason: reason, Cause: cause})
+	ls.finish(&LostError{Name: ls.Name(), Fence: ls.Fence(), Reason: reason, Cause: cause})
 	return ls.Err()
 }
 

@@ -133,12 +133,13 @@ func (l *Locker) notAcquired(ctx context.Context, req driver.Request, w waiter, 
 	waited := time.Since(start)
 	switch {
 	case w.lastErr != nil && !isCtxErr(w.lastErr):
-		return backend("acquire", req.Name, w.lastErr)
+		return backend("acquire", parseKey(req.Name).name, w.lastErr)
 	case !w.heldSeen:
-		return unanswered(req.Name, waited, w.lastErr, ctx)
+		return unanswered(parseKey(req.Name).name, waited, w.lastErr, ctx)
 	}
 	held := &HeldError{Holder: holderFrom(w.held), Waited: waited}
-	held.Name = req.Name
+	ki := parseKey(req.Name) // the grant's kind is the key's, whatever the driver filled in
+	held.Name, held.Kind, held.Permits, held.Slot = ki.name, ki.kind, ki.permits, ki.slot
 	if err := ctx.Err(); err != nil {
 		return errors.Join(held, err)
 	}

@@ -1,0 +1,143 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// This file holds what Semaphore, RWMutex and Election share: they are
+// built from plain locks on derived keys (see key), through the same
+// driver seam, so every backend offers them with the same watchdog, loss
+// signal, fences and inspection as a mutex.
+
+// backendKey is the key the holder's grant lives under.
+func (h Holder) backendKey() string {
+	switch h.Kind {
+	case KindMutex, "":
+		return h.Name
+	case KindPermit:
+		return key(h.Name, h.Kind, h.Permits, h.Slot)
+	case KindRead:
+		return key(h.Name, h.Kind, h.Slot)
+	}
+	return key(h.Name, h.Kind)
+}
+
+// primitiveSettings validates a primitive's name and options once, when
+// the primitive is made, so that a bad value is reported there.
+func (l *Locker) primitiveSettings(what, name string, opts []Option) (settings, error) {
+	if err := validPrimitive(what, name); err != nil {
+		return settings{}, err
+	}
+	return l.settingsFor(name, opts)
+}
+
+// callSettings applies one call's options over the primitive's.
+func (l *Locker) callSettings(name string, base []Option, opts []Option) (settings, error) {
+	return l.settingsFor(name, append(append([]Option(nil), base...), opts...))
+}
+
+// releaseWait is a primitive's wait for one of several held keys to be
+// released: woken by the backend's release notifications where it sends
+// them (driver.Notifier), else by capped, jittered backoff that never
+// sleeps past the shortest holder's remaining TTL (expiry notifies nobody).
+type releaseWait struct {
+	l       *Locker
+	s       settings
+	subs    map[string]subscription
+	attempt int
+}
+
+type subscription struct {
+	ch   <-chan struct{}
+	stop func()
+}
+
+func newReleaseWait(l *Locker, s settings) *releaseWait {
+	return &releaseWait{l: l, s: s, subs: map[string]subscription{}}
+}
+
+// wait returns when one of held may have been released, after the
+// backoff, or with ctx's error. A key not yet watched is subscribed to
+// first and wait returns at once, so that the caller looks again with the
+// subscription in place and a release in between is never missed.
+func (w *releaseWait) wait(ctx context.Context, held []Holder) error {
+	n, notifies := w.l.drv.(driver.Notifier)
+	fresh := false
+	shortest := time.Duration(-1)
+	for _, h := range held {
+		if h.TTL >= 0 && (shortest < 0 || h.TTL < shortest) {
+			shortest = h.TTL
+		}
+		k := h.backendKey()
+		if _, ok := w.subs[k]; ok || !notifies {
+			continue
+		}
+		if ch, stop, err := n.Watch(ctx, k); err == nil {
+			w.subs[k] = subscription{ch, stop}
+			fresh = true
+		}
+	}
+	if fresh {
+		return nil
+	}
+	t := time.NewTimer(w.backoff(shortest))
+	defer t.Stop()
+	cases := []reflect.SelectCase{
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)},
+	}
+	keys := []string{"", ""}
+	for k, s := range w.subs {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.ch)})
+		keys = append(keys, k)
+	}
+	chosen, _, open := reflect.Select(cases)
+	switch {
+	case chosen == 0:
+		return ctx.Err()
+	case chosen >= 2 && !open: // a subscription the driver ended: poll for it
+		w.subs[keys[chosen]].stop()
+		delete(w.subs, keys[chosen])
+	}
+	w.attempt++
+	return nil
+}
+
+// backoff is the polling fallback: capped exponential with full jitter,
+// never past the shortest known TTL (negative: none known).
+func (w *releaseWait) backoff(shortest time.Duration) time.Duration {
+	ceil := w.s.backoffMin << min(w.attempt, 20)
+	if ceil > w.s.backoffMax || ceil <= 0 {
+		ceil = w.s.backoffMax
+	}
+	d := rand.N(ceil) + 1
+	if shortest >= 0 && shortest+time.Millisecond < d {
+		d = shortest + time.Millisecond
+	}
+	return d
+}
+
+// stop ends every subscription.
+func (w *releaseWait) stop() {
+	for _, s := range w.subs {
+		s.stop()
+	}
+	clear(w.subs)
+}
+
+// heldBy is the error of a primitive's acquire that ran out of wait while
+// holders stood in its way.
+func heldBy(ctx context.Context, name string, h Holder, waited time.Duration) error {
+	held := &HeldError{Holder: h, Waited: waited}
+	held.Name = name
+	if err := ctx.Err(); err != nil {
+		return errors.Join(held, err)
+	}
+	return held
+}

@@ -1,0 +1,206 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// MaxReaders is how many read grants of one RWMutex can be held at once; a
+// reader past it waits for one to be released like a writer's waiter.
+const MaxReaders = 64
+
+// enteringSuffix marks the owner of a reader that holds the write key for
+// the moment it takes to enter.
+const enteringSuffix = " (entering to read)"
+
+// RWMutex is a read-write lock: many readers or one writer, across
+// processes and machines.
+//
+// It is built from plain locks, so every backend offers it: a writer holds
+// the write key (KindWrite) for its whole grant; a reader holds the write
+// key only while it enters, takes one of MaxReaders read keys (KindRead),
+// and lets the write key go. A writer that has the write key waits for the
+// readers already in to leave, woken by their releases, while new readers
+// wait behind it: writers are preferred and cannot starve.
+//
+// Fences come from the write key, which every grant takes in turn: a
+// write's fence exceeds every earlier read's and write's, and a read's
+// every earlier write's, so a fence guard keyed by the lock's name orders
+// them all.
+//
+// Upgrading is not offered: a reader that asks for the write lock waits
+// for itself until its wait bound. Release the read lease first.
+type RWMutex struct {
+	l    *Locker
+	name string
+	opts []Option
+}
+
+// RWMutex returns the read-write lock name; opts become its defaults. A bad
+// name or option is an ErrInvalidArgument naming the value. Making one
+// touches no backend.
+func (l *Locker) RWMutex(name string, opts ...Option) (*RWMutex, error) {
+	if _, err := l.primitiveSettings("read-write lock", name, opts); err != nil {
+		return nil, err
+	}
+	return &RWMutex{l: l, name: name, opts: opts}, nil
+}
+
+// Name returns the lock's name.
+func (m *RWMutex) Name() string { return m.name }
+
+// String describes the lock, e.g. `read-write lock "catalog"`.
+func (m *RWMutex) String() string { return fmt.Sprintf("read-write lock %q", m.name) }
+
+// Lock takes the write lock, waiting (WithWait, default DefaultWait) for
+// the writer before it and then for the readers already in. The lease's
+// Kind is KindWrite.
+func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lease, error) {
+	s, err := m.l.callSettings(m.name, m.opts, opts)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	wctx, cancel := waitContext(ctx, start, s.wait)
+	defer cancel()
+	gate, err := m.l.acquire(ctx, key(m.name, KindWrite), remaining(s, start))
+	if err != nil {
+		return nil, err
+	}
+	w := newReleaseWait(m.l, s)
+	defer w.stop()
+	for {
+		hs, err := m.l.holdersOf(wctx, m.name, KindWrite, 0)
+		if err == nil && gate.Err() != nil {
+			err = gate.Err() // lost while readers left
+		}
+		if err != nil {
+			_ = gate.Release(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		readers := only(hs, KindRead)
+		if len(readers) == 0 {
+			return gate, nil
+		}
+		if err := m.l.usable(); err != nil {
+			return nil, err
+		}
+		if w.wait(wctx, readers) != nil {
+			_ = gate.Release(context.WithoutCancel(ctx))
+			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
+		}
+	}
+}
+
+// RLock takes a read lock, waiting (WithWait, default DefaultWait) while a
+// writer holds or waits for the lock, or MaxReaders readers are in. The
+// lease's Kind is KindRead and its Fence the write key's fence when it
+// entered (see RWMutex).
+func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (*Lease, error) {
+	s, err := m.l.callSettings(m.name, m.opts, opts)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	wctx, cancel := waitContext(ctx, start, s.wait)
+	defer cancel()
+	gs := remaining(s, start)
+	gs.owner = truncateOwner(s.owner, enteringSuffix)
+	for {
+		gate, err := m.l.acquire(ctx, key(m.name, KindWrite), gs)
+		if err != nil {
+			return nil, err
+		}
+		ls, err := m.enter(ctx, wctx, gate, s, start)
+		_ = gate.Release(context.WithoutCancel(ctx))
+		if !errors.Is(err, errGateLost) {
+			return ls, err
+		}
+		if wctx.Err() != nil {
+			return nil, heldBy(ctx, m.name, Holder{Name: m.name, Kind: KindWrite, Slot: -1, TTL: -1}, time.Since(start))
+		}
+		gs = remaining(s, start)
+		gs.owner = truncateOwner(s.owner, enteringSuffix)
+	}
+}
+
+// errGateLost: the write key a reader held to enter was lost before its
+// read grant was confirmed; it leaves and enters again.
+var errGateLost = errors.New("dlock: write key lost while entering to read")
+
+// enter takes a free read key while the reader holds the write key.
+func (m *RWMutex) enter(ctx, wctx context.Context, gate *Lease, s settings, start time.Time) (*Lease, error) {
+	w := newReleaseWait(m.l, s)
+	defer w.stop()
+	s.wait = 0
+	for {
+		hs, err := m.l.holdersOf(wctx, m.name, KindRead, 0)
+		if err != nil {
+			return nil, err
+		}
+		readers := only(hs, KindRead)
+		if slot, ok := freeSlot(readers); ok {
+			ls, err := m.l.acquire(wctx, key(m.name, KindRead, slot), s)
+			if errors.Is(err, ErrNotAcquired) {
+				continue // an expired reader's key, gone by now or soon
+			}
+			if err != nil {
+				return nil, err
+			}
+			// The write key must still be ours now that the read key is
+			// confirmed: then a writer that takes it later finds this
+			// reader in its listing. Local expiry is earlier than the
+			// backend's, so this errs on the safe side.
+			if gate.Err() != nil || !m.l.now().Before(gate.Expires()) {
+				_ = ls.Release(context.WithoutCancel(ctx))
+				return nil, errGateLost
+			}
+			ls.shown.Store(gate.Fence())
+			return ls, nil
+		}
+		if w.wait(wctx, readers) != nil {
+			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
+		}
+	}
+}
+
+// freeSlot picks a read slot nobody in readers holds, at random.
+func freeSlot(readers []Holder) (int, bool) {
+	if len(readers) >= MaxReaders {
+		return 0, false
+	}
+	var taken [MaxReaders]bool
+	for _, h := range readers {
+		if h.Slot >= 0 && h.Slot < MaxReaders {
+			taken[h.Slot] = true
+		}
+	}
+	off := rand.N(MaxReaders)
+	for i := range MaxReaders {
+		if slot := (off + i) % MaxReaders; !taken[slot] {
+			return slot, true
+		}
+	}
+	return 0, false
+}
+
+// Holders lists the grants held now: the writer (or a reader entering,
+// whose owner ends in "(entering to read)") and the readers.
+func (m *RWMutex) Holders(ctx context.Context) ([]Holder, error) {
+	return m.l.holdersOf(ctx, m.name, KindWrite, 0)
+}
+
+// truncateOwner appends suffix to owner, cutting owner so that the whole
+// stays within WithOwner's 256 bytes.
+func truncateOwner(owner, suffix string) string {
+	if n := 256 - len(suffix); len(owner) > n {
+		owner = owner[:n]
+		for len(owner) > 0 && !printable(owner) { // do not cut a rune in half
+			owner = owner[:len(owner)-1]
+		}
+	}
+	return owner + suffix
+}

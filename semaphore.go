@@ -1,0 +1,200 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// MaxPermits bounds a Semaphore's permit count.
+const MaxPermits = 1024
+
+// Semaphore is a counting semaphore: at most Permits holders of one name
+// at a time, across processes and machines. Each permit is a lease like a
+// mutex's: its own fence (strictly increasing per permit slot), kept alive
+// by the watchdog, Done closed the moment it is lost, and back for others
+// within its TTL after its holder crashes (a permit never leaks).
+//
+// Every process must use the same permit count for a name: an acquire that
+// finds permits held under another count fails with a *KindError, as does
+// one that finds the name held as a mutex, a read-write lock or an election.
+//
+// Waiters queue: the first holds the semaphore's queue key (KindQueue)
+// while it waits for a permit, woken by the release notifications of the
+// permits' holders where the backend sends them, and later waiters wait for
+// the queue key in the backend's own order (FIFO on etcd, ZooKeeper and
+// Postgres advisory mode; by notification elsewhere). A Semaphore is safe
+// for concurrent use.
+type Semaphore struct {
+	l       *Locker
+	name    string
+	permits int
+	opts    []Option
+}
+
+// Semaphore returns the semaphore name with the given number of permits.
+// opts become its defaults (TTL, wait, owner, ...); permits below 1 or above
+// MaxPermits, and a bad name or option, are an ErrInvalidArgument naming
+// the value. Making one touches no backend.
+func (l *Locker) Semaphore(name string, permits int, opts ...Option) (*Semaphore, error) {
+	if _, err := l.primitiveSettings("semaphore", name, opts); err != nil {
+		return nil, err
+	}
+	if permits < 1 || permits > MaxPermits {
+		return nil, invalid("semaphore %q: %d permits, want 1 to %d", name, permits, MaxPermits)
+	}
+	return &Semaphore{l: l, name: name, permits: permits, opts: opts}, nil
+}
+
+// Name returns the semaphore's name.
+func (m *Semaphore) Name() string { return m.name }
+
+// Permits returns the number of permits.
+func (m *Semaphore) Permits() int { return m.permits }
+
+// Acquire takes one permit, waiting (WithWait, default DefaultWait) while
+// all are held. The lease's Kind is KindPermit and Slot its permit's
+// index; Release gives the permit back. The errors are Acquire's:
+// ErrNotAcquired with a *HeldError naming one permit's holder, ErrBackend
+// for an outage, and ErrKindMismatch as above.
+func (m *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error) {
+	s, err := m.l.callSettings(m.name, m.opts, opts)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	wctx, cancel := waitContext(ctx, start, s.wait)
+	defer cancel()
+	hs, err := m.l.holdersOf(wctx, m.name, KindPermit, m.permits)
+	if err != nil {
+		return nil, err
+	}
+	if !holds(hs, KindQueue) { // nobody queues: take a free permit at once
+		if ls, err := m.tryFree(wctx, hs, s); ls != nil || err != nil {
+			return ls, err
+		}
+	}
+	if s.wait == 0 {
+		return nil, heldBy(ctx, m.name, first(hs, KindPermit), time.Since(start))
+	}
+	// Queue behind earlier waiters, then wait for a permit at the head.
+	q, err := m.l.acquire(ctx, key(m.name, KindQueue), remaining(s, start))
+	if err != nil {
+		return nil, err
+	}
+	defer q.Release(context.WithoutCancel(ctx))
+	w := newReleaseWait(m.l, s)
+	defer w.stop()
+	for {
+		hs, err := m.l.holdersOf(wctx, m.name, KindPermit, m.permits)
+		if err != nil {
+			if wctx.Err() != nil && len(hs) > 0 {
+				return nil, heldBy(ctx, m.name, first(hs, KindPermit), time.Since(start))
+			}
+			return nil, err
+		}
+		if ls, err := m.tryFree(wctx, hs, s); ls != nil || err != nil {
+			return ls, err
+		}
+		if err := m.l.usable(); err != nil {
+			return nil, err
+		}
+		if w.wait(wctx, only(hs, KindPermit)) != nil {
+			return nil, heldBy(ctx, m.name, first(hs, KindPermit), time.Since(start))
+		}
+	}
+}
+
+// TryAcquire makes one attempt: a permit if one is free now.
+func (m *Semaphore) TryAcquire(ctx context.Context, opts ...Option) (*Lease, error) {
+	return m.Acquire(ctx, append(opts, WithWait(0))...)
+}
+
+// tryFree tries the permits that hs shows free, from a random one on so
+// that concurrent takers spread out; nil, nil when none could be had.
+func (m *Semaphore) tryFree(ctx context.Context, hs []Holder, s settings) (*Lease, error) {
+	taken := make([]bool, m.permits)
+	for _, h := range hs {
+		if h.Kind == KindPermit && h.Slot >= 0 && h.Slot < m.permits {
+			taken[h.Slot] = true
+		}
+	}
+	s.wait = 0
+	off := rand.N(m.permits)
+	for i := range m.permits {
+		slot := (off + i) % m.permits
+		if taken[slot] {
+			continue
+		}
+		ls, err := m.l.acquire(ctx, key(m.name, KindPermit, m.permits, slot), s)
+		if err == nil {
+			return ls, nil
+		}
+		if !errors.Is(err, ErrNotAcquired) { // taken since the listing: try the next
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// Holders lists the permits held now (Kind KindPermit, Slot the permit)
+// and the waiter at the head of the queue (Kind KindQueue), if any.
+func (m *Semaphore) Holders(ctx context.Context) ([]Holder, error) {
+	return m.l.holdersOf(ctx, m.name, KindPermit, m.permits)
+}
+
+// ForceRelease frees one permit regardless of its holder and bumps that
+// permit's fence, as Locker.ForceRelease does for a mutex.
+func (m *Semaphore) ForceRelease(ctx context.Context, slot int) (evicted Holder, ok bool, newFence uint64, err error) {
+	if slot < 0 || slot >= m.permits {
+		return Holder{}, false, 0, invalid("semaphore %q: permit %d, want 0 to %d", m.name, slot, m.permits-1)
+	}
+	return m.l.forceRelease(ctx, key(m.name, KindPermit, m.permits, slot))
+}
+
+// String describes the semaphore, e.g. `semaphore "jobs" (4 permits)`.
+func (m *Semaphore) String() string {
+	return fmt.Sprintf("semaphore %q (%d permits)", m.name, m.permits)
+}
+
+// remaining is s with its wait reduced by the time since start.
+func remaining(s settings, start time.Time) settings {
+	if s.wait != Forever && s.wait != 0 {
+		s.wait = max(s.wait-time.Since(start), time.Nanosecond)
+	}
+	return s
+}
+
+// holds reports whether hs has a grant of kind k.
+func holds(hs []Holder, k Kind) bool {
+	for _, h := range hs {
+		if h.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// only returns the grants of kind k in hs.
+func only(hs []Holder, k Kind) []Holder {
+	var out []Holder
+	for _, h := range hs {
+		if h.Kind == k {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// first returns the first grant of kind k in hs (a zero Holder of that
+// kind when there is none).
+func first(hs []Holder, k Kind) Holder {
+	for _, h := range hs {
+		if h.Kind == k {
+			return h
+		}
+	}
+	return Holder{Kind: k, Slot: -1, TTL: -1}
+}
