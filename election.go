@@ -104,7 +104,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Holder {
 
 func (e *Election) observe(ctx context.Context, ch chan<- Holder, s settings) {
 	defer close(ch)
-	w := newReleaseWait(e.l, s)
+	w := newReleaseWait(e.l, s, false)
 	defer w.stop()
 	var last Holder
 	sent := false
@@ -130,4 +130,12 @@ func (e *Election) observe(ctx context.Context, ch chan<- Holder, s settings) {
 			return
 		}
 	}
+}
+
+// ForceRelease ends the current term whoever holds it, as
+// Locker.ForceRelease does for a mutex: the term's fence is raised so the
+// deposed leader's fenced writes are refused, and the next campaigner is
+// elected. It returns the evicted leader (ok false when there was none).
+func (e *Election) ForceRelease(ctx context.Context) (evicted Holder, ok bool, newFence uint64, err error) {
+	return e.l.forceRelease(ctx, key(e.name, KindLeader))
 }

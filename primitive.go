@@ -44,11 +44,14 @@ func (l *Locker) callSettings(name string, base []Option, opts []Option) (settin
 
 // releaseWait is a primitive's wait for one of several held keys to be
 // released: woken by the backend's release notifications where it sends
-// them (driver.Notifier), else by capped, jittered backoff that never
-// sleeps past the shortest holder's remaining TTL (expiry notifies nobody).
+// them (driver.Notifier); where it only queues (driver.Queuer) and the
+// waiter may take what it waits for, by queueing on every key at once
+// (queueFor); else by capped, jittered backoff that never sleeps past the
+// shortest holder's remaining TTL (expiry notifies nobody).
 type releaseWait struct {
 	l       *Locker
 	s       settings
+	queue   bool // the waiter may take a held key (a permit, a read slot)
 	subs    map[string]subscription
 	attempt int
 }
@@ -58,8 +61,27 @@ type subscription struct {
 	stop func()
 }
 
-func newReleaseWait(l *Locker, s settings) *releaseWait {
-	return &releaseWait{l: l, s: s, subs: map[string]subscription{}}
+// newReleaseWait returns a wait that may take what it waits for when
+// queue is true (see next).
+func newReleaseWait(l *Locker, s settings, queue bool) *releaseWait {
+	return &releaseWait{l: l, s: s, queue: queue, subs: map[string]subscription{}}
+}
+
+// next returns when one of held may have been released, after the
+// backoff, or with ctx's error. On a backend that queues but does not
+// notify, a wait that may take keys comes back holding one of held's keys
+// as a live lease, which the caller keeps or releases.
+func (w *releaseWait) next(ctx context.Context, held []Holder) (*Lease, error) {
+	if _, notifies := w.l.drv.(driver.Notifier); !notifies && w.queue && len(held) > 0 {
+		if q, ok := w.l.drv.(driver.Queuer); ok {
+			ls, err := w.queueFor(ctx, q, held)
+			if ls != nil || err != nil {
+				return ls, err
+			}
+			return nil, w.sleep(ctx, -1) // a queue failed: look again after the backoff
+		}
+	}
+	return nil, w.wait(ctx, held)
 }
 
 // wait returns when one of held may have been released, after the
@@ -86,6 +108,12 @@ func (w *releaseWait) wait(ctx context.Context, held []Holder) error {
 	if fresh {
 		return nil
 	}
+	return w.sleep(ctx, shortest)
+}
+
+// sleep waits for a notification on a watched key, the backoff (never past
+// shortest, when not negative), or ctx's end.
+func (w *releaseWait) sleep(ctx context.Context, shortest time.Duration) error {
 	t := time.NewTimer(w.backoff(shortest))
 	defer t.Stop()
 	cases := []reflect.SelectCase{

@@ -19,7 +19,9 @@ const enteringSuffix = " (entering to read)"
 // RWMutex is a read-write lock: many readers or one writer, across
 // processes and machines.
 //
-// It is built from plain locks, so every backend offers it: a writer holds
+// It is built from plain locks, so every backend whose listing is
+// complete at once offers it (not Postgres advisory mode, whose RWMutex
+// is an ErrUnsupported; see driver.Capabilities.ListLag): a writer holds
 // the write key (KindWrite) for its whole grant; a reader holds the write
 // key only while it enters, takes one of MaxReaders read keys (KindRead),
 // and lets the write key go. A writer that has the write key waits for the
@@ -46,6 +48,9 @@ func (l *Locker) RWMutex(name string, opts ...Option) (*RWMutex, error) {
 	if _, err := l.primitiveSettings("read-write lock", name, opts); err != nil {
 		return nil, err
 	}
+	if lag := l.caps.ListLag; lag > 0 {
+		return nil, fmt.Errorf("dlock: read-write lock %q: this backend lists a holder only %s after its grant, and a writer must see every reader (on Postgres, use mode=lease): %w", name, lag, ErrUnsupported)
+	}
 	return &RWMutex{l: l, name: name, opts: opts}, nil
 }
 
@@ -70,8 +75,9 @@ func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := newReleaseWait(m.l, s)
+	w := newReleaseWait(m.l, s, true)
 	defer w.stop()
+	var readers []Holder // the readers still in, as last seen
 	for {
 		hs, err := m.l.holdersOf(wctx, m.name, KindWrite, 0)
 		if err == nil && gate.Err() != nil {
@@ -79,16 +85,22 @@ func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lease, error) {
 		}
 		if err != nil {
 			_ = gate.Release(context.WithoutCancel(ctx))
+			if wctx.Err() != nil && len(readers) > 0 {
+				return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
+			}
 			return nil, err
 		}
-		readers := only(hs, KindRead)
-		if len(readers) == 0 {
+		if readers = only(hs, KindRead); len(readers) == 0 {
 			return gate, nil
 		}
 		if err := m.l.usable(); err != nil {
 			return nil, err
 		}
-		if w.wait(wctx, readers) != nil {
+		slot, err := w.next(wctx, readers)
+		if slot != nil { // queued on a reader's key and got it: it has left
+			_ = slot.Release(context.WithoutCancel(ctx))
+		}
+		if err != nil {
 			_ = gate.Release(context.WithoutCancel(ctx))
 			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
 		}
@@ -133,7 +145,7 @@ var errGateLost = errors.New("dlock: write key lost while entering to read")
 
 // enter takes a free read key while the reader holds the write key.
 func (m *RWMutex) enter(ctx, wctx context.Context, gate *Lease, s settings, start time.Time) (*Lease, error) {
-	w := newReleaseWait(m.l, s)
+	w := newReleaseWait(m.l, s, true)
 	defer w.stop()
 	s.wait = 0
 	for {
@@ -142,28 +154,31 @@ func (m *RWMutex) enter(ctx, wctx context.Context, gate *Lease, s settings, star
 			return nil, err
 		}
 		readers := only(hs, KindRead)
+		var ls *Lease
 		if slot, ok := freeSlot(readers); ok {
-			ls, err := m.l.acquire(wctx, key(m.name, KindRead, slot), s)
+			ls, err = m.l.acquire(wctx, key(m.name, KindRead, slot), s)
 			if errors.Is(err, ErrNotAcquired) {
 				continue // an expired reader's key, gone by now or soon
 			}
-			if err != nil {
-				return nil, err
-			}
-			// The write key must still be ours now that the read key is
-			// confirmed: then a writer that takes it later finds this
-			// reader in its listing. Local expiry is earlier than the
-			// backend's, so this errs on the safe side.
-			if gate.Err() != nil || !m.l.now().Before(gate.Expires()) {
-				_ = ls.Release(context.WithoutCancel(ctx))
-				return nil, errGateLost
-			}
-			ls.shown.Store(gate.Fence())
-			return ls, nil
-		}
-		if w.wait(wctx, readers) != nil {
+		} else if ls, err = w.next(wctx, readers); err != nil {
 			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
 		}
+		if err != nil {
+			return nil, err
+		}
+		if ls == nil {
+			continue // a reader may have left: look again
+		}
+		// The write key must still be ours now that the read key is
+		// confirmed: then a writer that takes it later finds this reader
+		// in its listing. Local expiry is earlier than the backend's, so
+		// this errs on the safe side.
+		if gate.Err() != nil || !m.l.now().Before(gate.Expires()) {
+			_ = ls.Release(context.WithoutCancel(ctx))
+			return nil, errGateLost
+		}
+		ls.shown.Store(gate.Fence())
+		return ls, nil
 	}
 }
 

@@ -72,7 +72,7 @@ func (m *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error)
 		return nil, err
 	}
 	if !holds(hs, KindQueue) { // nobody queues: take a free permit at once
-		if ls, err := m.tryFree(wctx, hs, s); ls != nil || err != nil {
+		if ls, _, err := m.tryFree(wctx, hs, s); ls != nil || err != nil {
 			return ls, err
 		}
 	}
@@ -85,7 +85,7 @@ func (m *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error)
 		return nil, err
 	}
 	defer q.Release(context.WithoutCancel(ctx))
-	w := newReleaseWait(m.l, s)
+	w := newReleaseWait(m.l, s, true)
 	defer w.stop()
 	for {
 		hs, err := m.l.holdersOf(wctx, m.name, KindPermit, m.permits)
@@ -95,13 +95,18 @@ func (m *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error)
 			}
 			return nil, err
 		}
-		if ls, err := m.tryFree(wctx, hs, s); ls != nil || err != nil {
+		ls, unlisted, err := m.tryFree(wctx, hs, s)
+		if ls != nil || err != nil {
 			return ls, err
 		}
 		if err := m.l.usable(); err != nil {
 			return nil, err
 		}
-		if w.wait(wctx, only(hs, KindPermit)) != nil {
+		ls, err = w.next(wctx, append(only(hs, KindPermit), unlisted...))
+		if ls != nil {
+			return ls, nil // queued on a held permit and granted it
+		}
+		if err != nil {
 			return nil, heldBy(ctx, m.name, first(hs, KindPermit), time.Since(start))
 		}
 	}
@@ -113,8 +118,10 @@ func (m *Semaphore) TryAcquire(ctx context.Context, opts ...Option) (*Lease, err
 }
 
 // tryFree tries the permits that hs shows free, from a random one on so
-// that concurrent takers spread out; nil, nil when none could be had.
-func (m *Semaphore) tryFree(ctx context.Context, hs []Holder, s settings) (*Lease, error) {
+// that concurrent takers spread out. With no lease and no error, none
+// could be had; unlisted then names the permits it found held that hs did
+// not show (taken since, or not yet listed: see driver.Capabilities.ListLag).
+func (m *Semaphore) tryFree(ctx context.Context, hs []Holder, s settings) (ls *Lease, unlisted []Holder, err error) {
 	taken := make([]bool, m.permits)
 	for _, h := range hs {
 		if h.Kind == KindPermit && h.Slot >= 0 && h.Slot < m.permits {
@@ -129,14 +136,17 @@ func (m *Semaphore) tryFree(ctx context.Context, hs []Holder, s settings) (*Leas
 			continue
 		}
 		ls, err := m.l.acquire(ctx, key(m.name, KindPermit, m.permits, slot), s)
-		if err == nil {
-			return ls, nil
-		}
-		if !errors.Is(err, ErrNotAcquired) { // taken since the listing: try the next
-			return nil, err
+		var held *HeldError
+		switch {
+		case err == nil:
+			return ls, nil, nil
+		case errors.As(err, &held): // held after all: try the next
+			unlisted = append(unlisted, held.Holder)
+		default:
+			return nil, nil, err
 		}
 	}
-	return nil, nil
+	return nil, unlisted, nil
 }
 
 // Holders lists the permits held now (Kind KindPermit, Slot the permit)

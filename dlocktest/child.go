@@ -25,6 +25,8 @@ const (
 	roleCounter = "counter" // N locked read-modify-writes of File
 	roleHold    = "hold"    // acquire Names[0], print "held FENCE", wait for stdin EOF
 	roleAll     = "all"     // N rounds of AcquireAll(Names) + ReleaseAll
+	rolePermit  = "permit"  // a permit of semaphore Names[0] (N permits), then as hold
+	roleLeader  = "leader"  // campaign in election Names[0], then as hold
 )
 
 // childSpec is what a child process is asked to do.
@@ -61,6 +63,18 @@ func (c childSpec) run() error {
 		return c.hold(ctx, l)
 	case roleAll:
 		return c.all(ctx, l)
+	case rolePermit:
+		sem, err := l.Semaphore(c.Names[0], c.N, c.opts()...)
+		if err != nil {
+			return err
+		}
+		return c.keep(sem.Acquire(ctx))
+	case roleLeader:
+		el, err := l.Election(c.Names[0], c.opts()...)
+		if err != nil {
+			return err
+		}
+		return c.keep(el.Campaign(ctx, fmt.Sprintf("leader/%d", os.Getpid())))
 	}
 	return fmt.Errorf("unknown role %q", c.Role)
 }
@@ -101,13 +115,17 @@ func bumpFile(path string) error {
 // hold takes the lock, says so on stdout, and keeps it (watchdog on) until
 // stdin reaches EOF or the process is killed.
 func (c childSpec) hold(ctx context.Context, l *dlock.Locker) error {
-	ls, err := l.Acquire(ctx, c.Names[0], c.opts()...)
+	return c.keep(l.Acquire(ctx, c.Names[0], c.opts()...))
+}
+
+// keep says "held FENCE" and keeps the lease until stdin reaches EOF.
+func (c childSpec) keep(ls *dlock.Lease, err error) error {
 	if err != nil {
 		return err
 	}
 	fmt.Printf("held %d\n", ls.Fence())
 	_, _ = io.Copy(io.Discard, os.Stdin)
-	return ls.Release(ctx)
+	return ls.Release(context.Background())
 }
 
 func (c childSpec) all(ctx context.Context, l *dlock.Locker) error {

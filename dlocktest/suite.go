@@ -82,6 +82,15 @@ func (s *suite) tests() []subtest {
 		{"AcquireAllGoroutines", s.testAcquireAllGoroutines},
 		{"AcquireAllProcesses", s.testAcquireAllProcesses},
 		{"Admin", s.testAdmin},
+		{"SemaphoreLimit", s.testSemaphoreLimit},
+		{"SemaphoreKinds", s.testSemaphoreKinds},
+		{"SemaphoreWake", s.testSemaphoreWake},
+		{"SemaphoreLoss", s.testSemaphoreLoss},
+		{"SemaphoreCrash", s.testSemaphoreCrash},
+		{"RWMutexPreference", s.testRWMutexPreference},
+		{"RWMutexExclusion", s.testRWMutexExclusion},
+		{"Election", s.testElection},
+		{"ElectionCrash", s.testElectionCrash},
 	}
 }
 

@@ -183,6 +183,11 @@ type Capabilities struct {
 	// rather than a TTL (Postgres advisory locks). The TTL then only sets
 	// the health-check cadence.
 	SessionBound bool
+	// ListLag is how long after a grant List may still miss its holder
+	// (Postgres advisory mode publishes holder rows lazily); zero means a
+	// confirmed grant is listed at once. The portable layer's read-write
+	// lock, whose writer finds the readers in a listing, needs zero.
+	ListLag time.Duration
 }
 
 // Describer is implemented by backends whose Capabilities differ from the

@@ -39,7 +39,7 @@ func newAdvisory(b base) *advisory {
 // Capabilities: the lease ends with the session, the TTL only paces the
 // health checks.
 func (d *advisory) Capabilities() driver.Capabilities {
-	return driver.Capabilities{SessionBound: true}
+	return driver.Capabilities{SessionBound: true, ListLag: watchDelay}
 }
 
 // TryAcquire takes a pool connection and makes one attempt on it: one

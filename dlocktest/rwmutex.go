@@ -1,0 +1,154 @@
+package dlocktest
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+)
+
+// testRWMutexPreference: two readers hold at once; a writer waits for
+// them; a reader arriving while the writer waits waits behind it (writer
+// preference); the write's fence exceeds both reads', and a later read's
+// exceeds the write's.
+func (s *suite) testRWMutexPreference(t *testing.T) {
+	name := s.name(t)
+	ctx := s.ctx(t)
+	s.needRWMutex(t)
+	rw := func() *dlock.RWMutex {
+		m, err := s.locker(t).RWMutex(name, s.opts()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	r1, err := rw().RLock(ctx)
+	if err != nil {
+		t.Fatalf("first RLock: %v", err)
+	}
+	r2, err := rw().RLock(ctx, dlock.WithWait(s.slack()))
+	if err != nil {
+		t.Fatalf("second RLock while a reader holds: %v", err)
+	}
+	if r1.Kind() != dlock.KindRead || r2.Fence() <= r1.Fence() {
+		t.Errorf("reads: kind %s, fences %d then %d; want read grants with increasing fences", r1.Kind(), r1.Fence(), r2.Fence())
+	}
+	if _, err := rw().Lock(ctx, dlock.WithWait(s.ttl/2)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("Lock while readers hold: %v, want ErrNotAcquired", err)
+	}
+	var w *dlock.Lease
+	var werr error
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		w, werr = rw().Lock(ctx, dlock.WithWait(s.longTTL()))
+	}()
+	time.Sleep(s.ttl / 2) // the writer has the write key and waits for readers
+	if _, err := rw().RLock(ctx, dlock.WithWait(s.ttl/2)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Errorf("RLock while a writer waits: %v, want ErrNotAcquired (writers are preferred)", err)
+	}
+	release(t, r1)
+	release(t, r2)
+	<-wrote
+	if werr != nil {
+		t.Fatalf("writer after the readers left: %v", werr)
+	}
+	if w.Kind() != dlock.KindWrite || w.Fence() <= r2.Fence() {
+		t.Errorf("write: kind %s, fence %d; want a write grant with a fence above the reads' %d", w.Kind(), w.Fence(), r2.Fence())
+	}
+	release(t, w)
+	r3, err := rw().RLock(ctx)
+	if err != nil {
+		t.Fatalf("RLock after the writer: %v", err)
+	}
+	if r3.Fence() <= w.Fence() {
+		t.Errorf("read after the write: fence %d, want above the write's %d", r3.Fence(), w.Fence())
+	}
+	release(t, r3)
+}
+
+// testRWMutexExclusion: 8 goroutines on 2 Lockers mix reads and writes;
+// a writer is never inside with anyone, readers do overlap, and fences
+// never go backwards for a write.
+func (s *suite) testRWMutexExclusion(t *testing.T) {
+	s.needRWMutex(t)
+	name := s.name(t)
+	ctx := s.ctx(t)
+	var readers, writers gauge
+	var overlaps atomic.Int64
+	var mu sync.Mutex
+	var lastWrite uint64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		m, err := s.locker(t).RWMutex(name, s.contendOpts()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for range 6 {
+				if i%4 == 0 && rand.N(2) == 0 {
+					ls, err := m.Lock(ctx)
+					if err != nil {
+						t.Errorf("Lock: %v", err)
+						return
+					}
+					writers.enter()
+					if writers.inside.Load() > 1 || readers.inside.Load() > 0 {
+						overlaps.Add(1)
+					}
+					mu.Lock()
+					if ls.Fence() <= lastWrite {
+						t.Errorf("write fence %d after write fence %d", ls.Fence(), lastWrite)
+					}
+					lastWrite = ls.Fence()
+					mu.Unlock()
+					time.Sleep(5 * time.Millisecond)
+					writers.leave()
+					release(t, ls)
+					continue
+				}
+				ls, err := m.RLock(ctx)
+				if err != nil {
+					t.Errorf("RLock: %v", err)
+					return
+				}
+				readers.enter()
+				if writers.inside.Load() > 0 {
+					overlaps.Add(1)
+				}
+				time.Sleep(10 * time.Millisecond)
+				readers.leave()
+				release(t, ls)
+			}
+		})
+	}
+	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("a writer was inside with another holder %d times", n)
+	}
+	t.Logf("at most %d readers at once", readers.most.Load())
+	if readers.most.Load() < 2 {
+		t.Errorf("readers never overlapped: the lock acted as a mutex")
+	}
+}
+
+// needRWMutex skips t on a backend that does not offer read-write locks,
+// after checking that it says so with ErrUnsupported.
+func (s *suite) needRWMutex(t *testing.T) {
+	t.Helper()
+	l := s.locker(t)
+	lag := l.Capabilities().ListLag
+	_, err := l.RWMutex(s.name(t), s.opts()...)
+	switch {
+	case lag > 0 && errors.Is(err, dlock.ErrUnsupported):
+		t.Skipf("backend lists holders %s late: RWMutex is unsupported (%v)", lag, err)
+	case lag > 0:
+		t.Fatalf("RWMutex on a backend whose listing lags %s: %v, want ErrUnsupported", lag, err)
+	case err != nil:
+		t.Fatal(err)
+	}
+}
