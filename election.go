@@ -85,7 +85,8 @@ func (e *Election) Leader(ctx context.Context) (leader Holder, ok bool, err erro
 // Observe sends the leader each time it changes (a new term, or a new
 // value), starting with the current one; a Holder with Fence 0 means there
 // is no leader. The channel is closed when ctx is done or the Locker is
-// closed; the caller must keep receiving until then.
+// closed (Close waits for it); until then the caller must keep receiving
+// or cancel ctx.
 //
 // A leader's end is seen at once where the backend notifies releases
 // (driver.Notifier), and otherwise within DefaultBackoffMax (or the
@@ -98,7 +99,18 @@ func (e *Election) Observe(ctx context.Context) <-chan Holder {
 	if cs, err := e.l.callSettings(e.name, e.opts, nil); err == nil {
 		s = cs
 	}
-	go e.observe(ctx, ch, s)
+	e.l.background(func(stop <-chan struct{}) { // Locker.Close ends it and waits
+		octx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-octx.Done():
+			}
+		}()
+		e.observe(octx, ch, s)
+	})
 	return ch
 }
 

@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,3 +63,32 @@ func TestSemaphoreQuick(t *testing.T) {
 		t.Fatalf("semaphore over a held mutex: %v, want ErrKindMismatch", err)
 	}
 }
+
+// TestPrimitiveBadInput: bad names, permit counts and options are
+// ErrInvalidArgument errors naming the value, never a panic or a default.
+func TestPrimitiveBadInput(t *testing.T) {
+	l := openMem(t)
+	long := strings.Repeat("n", dlock.MaxNameLen-10) // a fine mutex name, too long for derived keys
+	cases := []struct {
+		what string
+		err  error
+		want string
+	}{
+		{"empty semaphore name", errOf(l.Semaphore("", 2)), "empty"},
+		{"control character", errOf(l.Election("a\x1fb")), "printable"},
+		{"long RWMutex name", errOf(l.RWMutex(long)), "longer than 480"},
+		{"zero permits", errOf(l.Semaphore("s", 0)), "0 permits"},
+		{"too many permits", errOf(l.Semaphore("s", dlock.MaxPermits+1)), "1025 permits"},
+		{"bad TTL", errOf(l.Semaphore("s", 2, dlock.WithTTL(time.Nanosecond))), "ttl 1ns"},
+	}
+	for _, c := range cases {
+		if !errors.Is(c.err, dlock.ErrInvalidArgument) || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrInvalidArgument mentioning %q", c.what, c.err, c.want)
+		}
+	}
+	if _, err := l.Acquire(context.Background(), long); err != nil {
+		t.Errorf("the same long name as a mutex: %v", err)
+	}
+}
+
+func errOf[T any](_ T, err error) error { return err }

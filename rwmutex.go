@@ -96,6 +96,10 @@ func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lease, error) {
 		if err := m.l.usable(); err != nil {
 			return nil, err
 		}
+		if s.wait == 0 { // one attempt: the readers are in
+			_ = gate.Release(context.WithoutCancel(ctx))
+			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
+		}
 		slot, err := w.next(wctx, readers)
 		if slot != nil { // queued on a reader's key and got it: it has left
 			_ = slot.Release(context.WithoutCancel(ctx))
@@ -147,6 +151,7 @@ var errGateLost = errors.New("dlock: write key lost while entering to read")
 func (m *RWMutex) enter(ctx, wctx context.Context, gate *Lease, s settings, start time.Time) (*Lease, error) {
 	w := newReleaseWait(m.l, s, true)
 	defer w.stop()
+	once := s.wait == 0
 	s.wait = 0
 	for {
 		hs, err := m.l.holdersOf(wctx, m.name, KindRead, 0)
@@ -160,6 +165,8 @@ func (m *RWMutex) enter(ctx, wctx context.Context, gate *Lease, s settings, star
 			if errors.Is(err, ErrNotAcquired) {
 				continue // an expired reader's key, gone by now or soon
 			}
+		} else if once {
+			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
 		} else if ls, err = w.next(wctx, readers); err != nil {
 			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
 		}

@@ -40,6 +40,9 @@ func (s *suite) testRWMutexPreference(t *testing.T) {
 	if _, err := rw().Lock(ctx, dlock.WithWait(s.ttl/2)); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("Lock while readers hold: %v, want ErrNotAcquired", err)
 	}
+	if _, err := rw().Lock(ctx, dlock.WithWait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("one attempt at Lock while readers hold: %v, want ErrNotAcquired", err)
+	}
 	var w *dlock.Lease
 	var werr error
 	wrote := make(chan struct{})
