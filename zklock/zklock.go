@@ -64,8 +64,8 @@ func (c Config) Driver(conn *zk.Conn) (driver.Driver, error) {
 	return newDriver(conn, c, false)
 }
 
-// zkDriver implements driver.Driver, Queuer, Lister, ForceReleaser and
-// Describer on one ZooKeeper session.
+// zkDriver implements driver.Driver, Queuer, Notifier (notify.go), Lister,
+// ForceReleaser and Describer on one ZooKeeper session.
 type zkDriver struct {
 	conn    *zk.Conn
 	root    string
