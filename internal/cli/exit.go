@@ -26,16 +26,18 @@ const (
 )
 
 const exitCodesHelp = `Exit codes:
-  0    success (dlock run: the command's own exit code is passed through)
+  0    success (dlock run, elect: the command's own exit code is passed through)
   1    error: backend unreachable, bad URL, authentication failed, ...
   2    usage: bad flags or arguments (dlock without arguments prints help)
   3    dlock doctor: a check found the deployment unsafe
   75   the lock is held elsewhere (dlock run --conflict-exit-code changes it)
   76   dlock run: the lease was lost while the command ran; the command was
-       sent SIGTERM (and SIGKILL after --grace)
-  126  dlock run: the command cannot be executed
-  127  dlock run: the command was not found
-  128+N  dlock run: the command was killed by signal N`
+       sent SIGTERM (and SIGKILL after --grace). dlock elect campaigns again
+       instead, and exits 76 only if the loss is found after the command
+       ended by itself
+  126  dlock run, elect: the command cannot be executed
+  127  dlock run, elect: the command was not found
+  128+N  dlock run, elect: the command was killed by signal N`
 
 // exitError carries an exit code and an optional one-line message.
 type exitError struct {

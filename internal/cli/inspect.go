@@ -20,7 +20,13 @@ func newInspectCmd(g *globalOptions, io *IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inspect NAME",
 		Short: "Show who holds a lock, its fence and time left",
-		Args:  args(cobra.ExactArgs(1)),
+		Long: `Show who holds the lock NAME, its fence and its time left.
+
+NAME may also be a semaphore, a read-write lock or an election: every grant
+held under it is shown, one row each, with its KIND (permit 2/4 is permit
+index 2 of a semaphore of 4; leader is an election's term, whose fence is the
+term number and whose owner is the leader's published value).`,
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.URL, opts.Name = g.URL, a[0]
 			return runInspect(cmd.Context(), opts, io)
@@ -32,24 +38,32 @@ func newInspectCmd(g *globalOptions, io *IO) *cobra.Command {
 
 func runInspect(ctx context.Context, opts *inspectOptions, io *IO) error {
 	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
-		h, ok, err := l.Inspect(ctx, opts.Name)
+		hs, err := grantsOf(ctx, l, opts.Name)
 		if err != nil {
 			return err
 		}
-		return writeInspect(io, opts, h, ok)
+		return writeInspect(io, opts, hs)
 	})
 }
 
-// writeInspect prints the holder h of opts.Name, or that it is free (!ok).
-func writeInspect(io *IO, opts *inspectOptions, h dlock.Holder, ok bool) error {
+// writeInspect prints the grants hs held under opts.Name, or that it is
+// free. JSON is one object: the first grant, and when the name is a
+// primitive's, every grant in "grants".
+func writeInspect(io *IO, opts *inspectOptions, hs []dlock.Holder) error {
 	switch {
-	case opts.JSON && !ok:
+	case opts.JSON && len(hs) == 0:
 		return writeJSON(io.Out, holderRecord{Name: opts.Name})
 	case opts.JSON:
-		return writeJSON(io.Out, recordOf(h))
-	case !ok:
+		rec := recordOf(hs[0])
+		if hs[0].Kind != dlock.KindMutex {
+			for _, h := range hs {
+				rec.Grants = append(rec.Grants, recordOf(h))
+			}
+		}
+		return writeJSON(io.Out, rec)
+	case len(hs) == 0:
 		_, err := fmt.Fprintf(io.Out, "%s is free\n", opts.Name)
 		return err
 	}
-	return writeHolderTable(io.Out, []dlock.Holder{h})
+	return writeHolderTable(io.Out, hs)
 }

@@ -85,7 +85,7 @@ Start here: dlock demo`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
 	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
 	root.AddCommand(
-		newRunCmd(g, io), newLsCmd(g, io), newInspectCmd(g, io),
+		newRunCmd(g, io), newElectCmd(g, io), newLsCmd(g, io), newInspectCmd(g, io),
 		newReleaseCmd(g, io), newMigrateCmd(g, io), newVersionCmd(io),
 		newBenchCmd(g, io), newDemoCmd(io), newDemoWorkerCmd(io),
 		newDoctorCmd(g, io),

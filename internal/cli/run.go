@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -27,6 +28,9 @@ type runOptions struct {
 	Grace            time.Duration
 	ConflictExitCode int
 	Owner            string
+	// Permits, when above 0, makes the command run under one permit of the
+	// semaphore Name with that many permits instead of under the mutex.
+	Permits int
 }
 
 // runLong is the help of `dlock run`.
@@ -37,8 +41,14 @@ makes one attempt; if the lock is held elsewhere it prints one line naming the
 holder, its fence and its time left, and exits with --conflict-exit-code (75).
 --wait 5m waits up to five minutes, --wait forever without a bound.
 
+With --permits N, NAME is a semaphore: up to N commands run at once, each
+under one of its N permits, and the rest wait (--wait) or exit 75 as above.
+Every process must give the same N for a name.
+
 The command runs in its own process group with DLOCK_NAME, DLOCK_FENCE and
-DLOCK_TOKEN in its environment, so that it can fence its own writes.
+DLOCK_TOKEN in its environment, so that it can fence its own writes; with
+--permits also DLOCK_PERMIT, the permit's index (0 to N-1), whose fence
+DLOCK_FENCE is.
 DLOCK_URL is passed on only when it holds no password. The lease is refreshed
 every TTL/3 while the command runs.
 
@@ -82,7 +92,8 @@ func newRunCmd(g *globalOptions, io *IO) *cobra.Command {
 		Short: "Run a command while holding a lock",
 		Long:  runLong,
 		Example: `  dlock run nightly-report -- ./report.sh
-  dlock run --wait 5m --ttl 1m backup -- pg_dump -f /backups/db.sql mydb`,
+  dlock run --wait 5m --ttl 1m backup -- pg_dump -f /backups/db.sql mydb
+  dlock run --permits 4 --wait forever transcode -- ./transcode.sh`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.setArgs(g.URL, a)
@@ -104,21 +115,54 @@ func (o *runOptions) setArgs(url string, a []string) {
 
 // addRunFlags registers the flags of `dlock run`.
 func addRunFlags(cmd *cobra.Command, opts *runOptions) {
+	addJobFlags(cmd, opts)
+	f := cmd.Flags()
+	f.Var(waitFlag{&opts.Wait}, "wait", `how long to wait for a held lock (0: one attempt; "forever": no bound)`)
+	f.IntVar(&opts.ConflictExitCode, "conflict-exit-code", ExitHeld, "exit code when the lock is held elsewhere")
+	f.Var(permitsFlag{&opts.Permits}, "permits", fmt.Sprintf("NAME is a semaphore of this many permits (1 to %d); run under one of them", dlock.MaxPermits))
+}
+
+// addJobFlags registers the flags of every command that runs a job under a
+// lease (run, elect); the job's operands follow them.
+func addJobFlags(cmd *cobra.Command, opts *runOptions) {
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.Var(waitFlag{&opts.Wait}, "wait", `how long to wait for a held lock (0: one attempt; "forever": no bound)`)
 	f.DurationVar(&opts.TTL, "ttl", dlock.DefaultTTL, "lease length; refreshed every ttl/3 while the command runs")
 	f.DurationVar(&opts.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
-	f.IntVar(&opts.ConflictExitCode, "conflict-exit-code", ExitHeld, "exit code when the lock is held elsewhere")
 	f.StringVar(&opts.Owner, "owner", "", `holder description others see (default "host/pid")`)
 }
 
-func (o *runOptions) validate() error {
+// permitsFlag is --permits: a permit count, refused below 1 when given.
+type permitsFlag struct{ n *int }
+
+func (p permitsFlag) String() string {
+	if p.n == nil || *p.n == 0 {
+		return ""
+	}
+	return strconv.Itoa(*p.n)
+}
+
+func (p permitsFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > dlock.MaxPermits {
+		return fmt.Errorf("%q is not a permit count from 1 to %d", s, dlock.MaxPermits)
+	}
+	*p.n = n
+	return nil
+}
+
+func (p permitsFlag) Type() string { return "int" }
+
+// runUse is the synopsis of `dlock run` that usage errors repeat.
+const runUse = "dlock run [flags] NAME -- COMMAND [ARGS...]"
+
+// validate checks the options; use is the command's synopsis.
+func (o *runOptions) validate(use string) error {
 	switch {
 	case checkName(o.Name) != nil:
-		return usageErr("%v (usage: dlock run [flags] NAME -- COMMAND [ARGS...])", checkName(o.Name))
+		return usageErr("%v (usage: %s)", checkName(o.Name), use)
 	case len(o.Command) == 0:
-		return usageErr("no command to run (usage: dlock run [flags] NAME -- COMMAND [ARGS...])")
+		return usageErr("no command to run (usage: %s)", use)
 	case o.TTL <= 0:
 		return usageErr("--ttl %s is not positive (the lease length, e.g. --ttl 30s)", o.TTL)
 	case o.Wait < 0:
@@ -127,6 +171,8 @@ func (o *runOptions) validate() error {
 		return usageErr("--grace %s is negative", o.Grace)
 	case o.ConflictExitCode < 0 || o.ConflictExitCode > 255:
 		return usageErr("--conflict-exit-code %d is not in 0..255", o.ConflictExitCode)
+	case o.Permits < 0 || o.Permits > dlock.MaxPermits:
+		return usageErr("--permits %d is not a permit count from 1 to %d", o.Permits, dlock.MaxPermits)
 	}
 	return nil
 }
@@ -139,32 +185,66 @@ func (o *runOptions) lockOptions() []dlock.Option {
 	return opts
 }
 
+// grant takes what the command runs under: the lock, a permit or a term.
+type grant struct {
+	kind    dlock.Kind
+	acquire func(ctx context.Context) (*dlock.Lease, error)
+}
+
+// grant is the mutex Name, or with Permits one permit of the semaphore.
+func (o *runOptions) grant(l *dlock.Locker) (grant, error) {
+	if o.Permits == 0 {
+		return grant{dlock.KindMutex, func(ctx context.Context) (*dlock.Lease, error) {
+			return l.Acquire(ctx, o.Name, o.lockOptions()...)
+		}}, nil
+	}
+	sem, err := l.Semaphore(o.Name, o.Permits, o.lockOptions()...)
+	if err != nil {
+		return grant{}, acquireError(o, err, nil)
+	}
+	return grant{dlock.KindPermit, func(ctx context.Context) (*dlock.Lease, error) {
+		return sem.Acquire(ctx)
+	}}, nil
+}
+
 // runRun acquires the lock, runs the command under it and releases it.
 func runRun(ctx context.Context, opts *runOptions, io *IO) error {
-	if err := opts.validate(); err != nil {
+	if err := opts.validate(runUse); err != nil {
 		return err
 	}
+	return withJob(ctx, opts, func(l *dlock.Locker, sigs <-chan os.Signal) error {
+		g, err := opts.grant(l)
+		if err != nil {
+			_ = l.Close()
+			return err
+		}
+		lease, err := acquireForRun(ctx, l, opts, g, io, sigs)
+		if err != nil {
+			_ = l.Close()
+			return err
+		}
+		return superviseCommand(l, lease, opts, io, sigs)
+	})
+}
+
+// withJob finds the command, catches the signals to forward to it and
+// opens the backend, then calls f, which must close the Locker.
+func withJob(ctx context.Context, opts *runOptions, f func(l *dlock.Locker, sigs <-chan os.Signal) error) error {
 	if err := checkCommand(opts.Command[0]); err != nil {
 		return err
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
-
 	l, err := openLocker(ctx, opts.URL)
 	if err != nil {
 		return err
 	}
-	lease, err := acquireForRun(ctx, l, opts, io, sigs)
-	if err != nil {
-		_ = l.Close()
-		return err
-	}
-	return superviseCommand(l, lease, opts, io, sigs)
+	return f(l, sigs)
 }
 
-// acquireForRun takes the lock; a signal while waiting gives up the wait.
-func acquireForRun(ctx context.Context, l *dlock.Locker, opts *runOptions, io *IO, sigs <-chan os.Signal) (*dlock.Lease, error) {
+// acquireForRun takes g; a signal while waiting gives up the wait.
+func acquireForRun(ctx context.Context, l *dlock.Locker, opts *runOptions, g grant, io *IO, sigs <-chan os.Signal) (*dlock.Lease, error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -181,10 +261,10 @@ func acquireForRun(ctx context.Context, l *dlock.Locker, opts *runOptions, io *I
 		defer tcancel()
 	}
 	if io.ErrTTY && opts.Wait > 0 {
-		stop := showWaiting(wctx, l, opts.Name, io.Err)
+		stop := showWaiting(wctx, l, opts.Name, g.kind, io.Err)
 		defer stop()
 	}
-	lease, err := l.Acquire(wctx, opts.Name, opts.lockOptions()...)
+	lease, err := g.acquire(wctx)
 	if err == nil {
 		return lease, nil
 	}
@@ -213,14 +293,22 @@ func acquireError(opts *runOptions, err, cause error) error {
 	}
 	var held *dlock.HeldError
 	if errors.As(err, &held) {
-		how := "held by"
-		if opts.Wait > 0 {
-			how = fmt.Sprintf("still held after waiting %s, by", opts.Wait)
-		}
-		return exitWith(opts.ConflictExitCode, fmt.Errorf("%q is %s %s; not running the command (exit %d)",
-			opts.Name, how, held.Holder.String(), opts.ConflictExitCode))
+		return exitWith(opts.ConflictExitCode, fmt.Errorf("%s; not running the command (exit %d)",
+			heldLine(opts, held.Holder), opts.ConflictExitCode))
 	}
 	return err
+}
+
+// heldLine says that the lock, or every permit, is held, and by whom.
+func heldLine(opts *runOptions, h dlock.Holder) string {
+	held, by := "held", " by "
+	if opts.Wait > 0 {
+		held, by = fmt.Sprintf("still held after waiting %s", opts.Wait), ", by "
+	}
+	if opts.Permits > 0 {
+		return fmt.Sprintf("all %d permits of %q are %s, one by %s", opts.Permits, opts.Name, held, h.String())
+	}
+	return fmt.Sprintf("%q is %s%s%s", opts.Name, held, by, h.String())
 }
 
 // signalError is the cause of a wait given up because of a signal.

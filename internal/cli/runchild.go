@@ -70,24 +70,33 @@ func startChild(lease *dlock.Lease, opts *runOptions, io *IO) (*jobguard.Job, er
 	return job, nil
 }
 
-// childEnv is env with the lease's variables set and DLOCK_URL removed
-// when it holds a password.
+// childEnv is env with the lease's variables set (DLOCK_PERMIT for a
+// semaphore's permit, DLOCK_TERM for a leader's term) and DLOCK_URL
+// removed when it holds a password. Variables of an enclosing dlock are
+// dropped, so that a command never sees a permit or term it does not hold.
 func childEnv(env []string, lease *dlock.Lease) []string {
-	out := make([]string, 0, len(env)+3)
+	out := make([]string, 0, len(env)+4)
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		switch {
-		case k == "DLOCK_NAME" || k == "DLOCK_FENCE" || k == "DLOCK_TOKEN":
+		switch k {
+		case "DLOCK_NAME", "DLOCK_FENCE", "DLOCK_TOKEN", "DLOCK_PERMIT", "DLOCK_TERM":
 			continue
-		case k == dlock.EnvURL && dlock.Redact(v) != v:
-			continue
+		case dlock.EnvURL:
+			if dlock.Redact(v) != v {
+				continue
+			}
 		}
 		out = append(out, kv)
 	}
-	return append(out,
-		"DLOCK_NAME="+lease.Name(),
-		"DLOCK_FENCE="+strconv.FormatUint(lease.Fence(), 10),
-		"DLOCK_TOKEN="+lease.Token())
+	fence := strconv.FormatUint(lease.Fence(), 10)
+	out = append(out, "DLOCK_NAME="+lease.Name(), "DLOCK_FENCE="+fence, "DLOCK_TOKEN="+lease.Token())
+	switch lease.Kind() {
+	case dlock.KindPermit:
+		out = append(out, "DLOCK_PERMIT="+strconv.Itoa(lease.Slot()))
+	case dlock.KindLeader:
+		out = append(out, "DLOCK_TERM="+fence)
+	}
+	return out
 }
 
 // exitCode is the command's exit code, 128+N when killed by signal N.
@@ -102,28 +111,53 @@ func exitCode(ws syscall.WaitStatus) int {
 // stopping it if the lease is lost, then releases the lease and closes
 // the Locker within a bounded time.
 func superviseCommand(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) error {
-	job, err := startChild(lease, opts, io)
+	t, err := runTerm(lease, opts, io, sigs)
 	if err != nil {
 		_, _ = releaseAndClose(l, lease, releaseBudget)
 		return err
 	}
-	w := watchChild(job, lease, opts, io, sigs)
-	res := jobguard.Result{Err: errGuardSilent}
-	if w.ended {
-		res = job.Wait()
+	return finishTerm(l, lease, opts, io, t)
+}
+
+// term is how one run of the command under one lease ended.
+type term struct {
+	watched
+	res jobguard.Result
+}
+
+// runTerm starts the command under lease and watches it until it ends
+// (see watchChild).
+func runTerm(lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) (term, error) {
+	job, err := startChild(lease, opts, io)
+	if err != nil {
+		return term{}, err
 	}
-	budget := releaseBudget
-	if w.lost != nil {
-		// The lease is gone already: releasing is only a courtesy, and must
-		// not keep dlock past the grace period on an unreachable backend.
-		budget = min(max(time.Until(w.deadline), minLostBudget), releaseBudget/5)
+	t := term{watched: watchChild(job, lease, opts, io, sigs), res: jobguard.Result{Err: errGuardSilent}}
+	if t.ended {
+		t.res = job.Wait()
 	}
-	relErr, timedOut := releaseAndClose(l, lease, budget)
-	lost := w.lost
+	return t, nil
+}
+
+// releaseBudget bounds the release after the term. Once the lease is
+// lost, releasing is only a courtesy, and must not keep dlock past the
+// grace period on an unreachable backend.
+func (t term) releaseBudget() time.Duration {
+	if t.lost == nil {
+		return releaseBudget
+	}
+	return min(max(time.Until(t.deadline), minLostBudget), releaseBudget/5)
+}
+
+// finishTerm releases the lease, closes the Locker and turns the term's
+// end into dlock's exit.
+func finishTerm(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, io *IO, t term) error {
+	relErr, timedOut := releaseAndClose(l, lease, t.releaseBudget())
+	lost := t.lost
 	if lost == nil && errors.Is(relErr, dlock.ErrLost) {
 		lost = relErr
 	}
-	return runOutcome(opts, io, res, lost, relErr, timedOut)
+	return runOutcome(opts, io, t.res, lost, relErr, timedOut)
 }
 
 // errGuardSilent: the guard did not report the end of the job after
@@ -166,12 +200,18 @@ const (
 // after budget (dlock exits at once after, so an abandoned call ends with
 // the process). timedOut says the backend did not answer in time.
 func releaseAndClose(l *dlock.Locker, lease *dlock.Lease, budget time.Duration) (relErr error, timedOut bool) {
-	done := make(chan error, 1)
-	go func() {
+	return within(budget, func() error {
 		err := lease.Release(context.Background())
 		_ = l.Close()
-		done <- err
-	}()
+		return err
+	})
+}
+
+// within runs f, giving up waiting for it after budget; the abandoned call
+// runs on in the background.
+func within(budget time.Duration, f func() error) (err error, timedOut bool) {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
 	t := time.NewTimer(budget)
 	defer t.Stop()
 	select {
@@ -187,9 +227,10 @@ const killWait = time.Second
 
 // watched is how watchChild ended.
 type watched struct {
-	lost     error     // the lease's loss, if it was lost while the job ran
-	deadline time.Time // the end of the grace period after the loss
-	ended    bool      // false: the guard never reported the job's end
+	lost      error     // the lease's loss, if it was lost while the job ran
+	deadline  time.Time // the end of the grace period after the loss
+	ended     bool      // false: the guard never reported the job's end
+	signalled bool      // a signal to dlock was forwarded to the job
 }
 
 // watchChild waits for the job to end. It forwards signals, and on loss of
@@ -205,6 +246,7 @@ func watchChild(job *jobguard.Job, lease *dlock.Lease, opts *runOptions, io *IO,
 			w.ended = true
 			return w
 		case s := <-sigs:
+			w.signalled = true
 			_ = job.Signal(s.(syscall.Signal))
 		case <-done:
 			done = nil
