@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -92,7 +93,8 @@ func (e *Election) Leader(ctx context.Context) (leader Holder, ok bool, err erro
 // (driver.Notifier), and otherwise within DefaultBackoffMax (or the
 // Locker's WithBackoff maximum); a new leader, which no backend announces,
 // is looked for with backoff from the moment the old one is gone.
-// Failures to reach the backend are retried with backoff and send nothing.
+// Failures to reach the backend are retried with backoff and send nothing;
+// on a backend that cannot inspect holders the channel is closed at once.
 func (e *Election) Observe(ctx context.Context) <-chan Holder {
 	ch := make(chan Holder)
 	s := e.l.defaults
@@ -122,6 +124,9 @@ func (e *Election) observe(ctx context.Context, ch chan<- Holder, s settings) {
 	sent := false
 	for ctx.Err() == nil && e.l.usable() == nil {
 		h, ok, err := e.Leader(ctx)
+		if errors.Is(err, ErrUnsupported) {
+			return // a backend that cannot list holders: nothing to observe
+		}
 		var held []Holder
 		if err == nil {
 			if !sent || h.Fence != last.Fence || h.Owner != last.Owner {

@@ -15,6 +15,7 @@ import (
 // value; resigning elects the next campaigner with a higher term; a
 // force-released term is lost (Done closes).
 func (s *suite) testElection(t *testing.T) {
+	s.needLister(t)
 	name := s.name(t)
 	ctx := s.ctx(t)
 	ea, err := s.locker(t).Election(name, s.opts()...)
@@ -95,6 +96,7 @@ func expectLeader(t *testing.T, seen <-chan dlock.Holder, value string, term uin
 // testElectionCrash SIGKILLs a child that leads: a campaigner is elected
 // within the TTL plus a margin, with a higher term.
 func (s *suite) testElectionCrash(t *testing.T) {
+	s.needLister(t)
 	s.needProcesses(t)
 	name := s.name(t)
 	c := s.startChild(t, childSpec{Role: roleLeader, Names: []string{name}})

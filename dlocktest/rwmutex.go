@@ -16,6 +16,7 @@ import (
 // preference); the write's fence exceeds both reads', and a later read's
 // exceeds the write's.
 func (s *suite) testRWMutexPreference(t *testing.T) {
+	s.needLister(t)
 	name := s.name(t)
 	ctx := s.ctx(t)
 	s.needRWMutex(t)
@@ -78,6 +79,7 @@ func (s *suite) testRWMutexPreference(t *testing.T) {
 // a writer is never inside with anyone, readers do overlap, and fences
 // never go backwards for a write.
 func (s *suite) testRWMutexExclusion(t *testing.T) {
+	s.needLister(t)
 	s.needRWMutex(t)
 	name := s.name(t)
 	ctx := s.ctx(t)

@@ -44,6 +44,7 @@ type grant struct {
 // every lease a permit with a slot in range, and each permit's fences
 // strictly increasing in grant order.
 func (s *suite) testSemaphoreLimit(t *testing.T) {
+	s.needLister(t)
 	name := s.name(t)
 	sems := make([]*dlock.Semaphore, exclLockers-1)
 	for i := range sems {
@@ -108,6 +109,7 @@ func checkFencesBySlot(t *testing.T, grants []grant) {
 // another permit count, is refused with a *KindError naming both; bad
 // permit counts are invalid arguments.
 func (s *suite) testSemaphoreKinds(t *testing.T) {
+	s.needLister(t)
 	l := s.locker(t)
 	ctx := s.ctx(t)
 	for _, n := range []int{0, -1, dlock.MaxPermits + 1} {
@@ -179,6 +181,7 @@ func (s *suite) permit(t testing.TB, sem *dlock.Semaphore, extra ...dlock.Option
 // testSemaphoreWake: with every permit held, a waiter whose polling
 // backoff is long is woken by a release on backends that notify.
 func (s *suite) testSemaphoreWake(t *testing.T) {
+	s.needLister(t)
 	name := s.name(t)
 	hold, _ := s.locker(t).Semaphore(name, 2, s.opts(dlock.WithTTL(s.longTTL()))...)
 	a, b := s.permit(t, hold), s.permit(t, hold)
@@ -214,6 +217,7 @@ func (s *suite) testSemaphoreWake(t *testing.T) {
 // testSemaphoreLoss: a force-released permit is lost (Done closes), its
 // slot is free, and its next fence is higher.
 func (s *suite) testSemaphoreLoss(t *testing.T) {
+	s.needLister(t)
 	l := s.locker(t)
 	ctx := s.ctx(t)
 	sem, _ := l.Semaphore(s.name(t), 2, s.opts(dlock.WithTTL(s.stallTTL()))...)
@@ -240,6 +244,7 @@ func (s *suite) testSemaphoreLoss(t *testing.T) {
 // testSemaphoreCrash SIGKILLs a child holding the only permit: the permit
 // comes back within its TTL plus a margin.
 func (s *suite) testSemaphoreCrash(t *testing.T) {
+	s.needLister(t)
 	s.needProcesses(t)
 	name := s.name(t)
 	c := s.startChild(t, childSpec{Role: rolePermit, Names: []string{name}, N: 1})
@@ -259,4 +264,23 @@ func (s *suite) testSemaphoreCrash(t *testing.T) {
 	}
 	t.Logf("permit back %s after SIGKILL (TTL %s)", time.Since(killed), s.ttl)
 	release(t, ls)
+}
+
+// needLister skips t on a driver that cannot list holders, after checking
+// that a primitive there fails with ErrUnsupported rather than hanging or
+// acting without its listing.
+func (s *suite) needLister(t *testing.T) {
+	t.Helper()
+	l := s.locker(t)
+	if _, ok := l.Driver().(driver.Lister); ok {
+		return
+	}
+	sem, err := l.Semaphore(s.name(t, "unlisted"), 2, s.opts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sem.TryAcquire(s.ctx(t)); !errors.Is(err, dlock.ErrUnsupported) {
+		t.Fatalf("semaphore on a driver without a Lister: %v, want ErrUnsupported", err)
+	}
+	t.Skip("driver does not implement driver.Lister: semaphores, read-write locks and elections need it")
 }
