@@ -215,6 +215,14 @@ func (m *RWMutex) Holders(ctx context.Context) ([]Holder, error) {
 	return m.l.holdersOf(ctx, m.name, KindWrite, 0)
 }
 
+// ForceRelease frees the write key whoever holds it (a writer, or a reader
+// on its way in), raising its fence as Locker.ForceRelease does for a
+// mutex: the evicted writer learns of its loss and its fenced writes are
+// refused. Readers already in keep their read grants.
+func (m *RWMutex) ForceRelease(ctx context.Context) (evicted Holder, ok bool, newFence uint64, err error) {
+	return m.l.forceRelease(ctx, key(m.name, KindWrite))
+}
+
 // truncateOwner appends suffix to owner, cutting owner so that the whole
 // stays within WithOwner's 256 bytes.
 func truncateOwner(owner, suffix string) string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
 )
 
 // testRWMutexPreference: two readers hold at once; a writer waits for
@@ -156,4 +157,40 @@ func (s *suite) needRWMutex(t *testing.T) {
 	case err != nil:
 		t.Fatal(err)
 	}
+}
+
+// testRWMutexLoss: a force-released writer is lost (Done closes), and the
+// next grant's fence is above the one the force-release set.
+func (s *suite) testRWMutexLoss(t *testing.T) {
+	s.needLister(t)
+	s.needRWMutex(t)
+	l := s.locker(t)
+	if _, ok := l.Driver().(driver.ForceReleaser); !ok {
+		t.Skip("driver does not implement driver.ForceReleaser")
+	}
+	ctx := s.ctx(t)
+	m, err := l.RWMutex(s.name(t), s.opts(dlock.WithTTL(s.stallTTL()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // eviction watchers subscribe in the background
+	evicted, ok, fence, err := m.ForceRelease(ctx)
+	if err != nil || !ok || evicted.Kind != dlock.KindWrite || evicted.Fence != w.Fence() || fence <= w.Fence() {
+		t.Fatalf("ForceRelease = %+v, %v, %d, %v; want the writer evicted and a higher fence", evicted, ok, fence, err)
+	}
+	if bound := s.stallTTL()/3 + s.slack(); !done(t, w, bound) {
+		t.Fatalf("force-released writer's Done not closed within %s", bound)
+	}
+	r, err := m.RLock(ctx)
+	if err != nil {
+		t.Fatalf("RLock after the writer was evicted: %v", err)
+	}
+	if r.Fence() <= fence {
+		t.Errorf("read after the eviction: fence %d, want above %d", r.Fence(), fence)
+	}
+	release(t, r)
 }

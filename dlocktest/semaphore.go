@@ -284,3 +284,50 @@ func (s *suite) needLister(t *testing.T) {
 	}
 	t.Skip("driver does not implement driver.Lister: semaphores, read-write locks and elections need it")
 }
+
+// testSemaphoreFIFO: on a backend that queues waiters (driver.Queuer),
+// waiters for a semaphore's only permit get it in the order they came.
+func (s *suite) testSemaphoreFIFO(t *testing.T) {
+	s.needLister(t)
+	l := s.locker(t)
+	if _, ok := l.Driver().(driver.Queuer); !ok {
+		t.Skip("driver does not queue waiters: no FIFO order to check")
+	}
+	name := s.name(t)
+	ctx := s.ctx(t)
+	sem := func() *dlock.Semaphore {
+		m, err := s.locker(t).Semaphore(name, 1, s.opts(dlock.WithWait(s.longTTL()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	holder := s.permit(t, sem())
+	order := make(chan int, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		m := sem()
+		wg.Go(func() {
+			ls, err := m.Acquire(ctx)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				order <- -1
+				return
+			}
+			order <- i
+			time.Sleep(50 * time.Millisecond)
+			release(t, ls)
+		})
+		time.Sleep(s.ttl / 4) // let waiter i queue before the next
+	}
+	release(t, holder)
+	wg.Wait()
+	close(order)
+	var got []int
+	for i := range order {
+		got = append(got, i)
+	}
+	if !slices.Equal(got, []int{0, 1, 2}) {
+		t.Errorf("waiters got the permit in order %v, want [0 1 2] (first come, first served)", got)
+	}
+}

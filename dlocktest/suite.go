@@ -87,8 +87,10 @@ func (s *suite) tests() []subtest {
 		{"SemaphoreWake", s.testSemaphoreWake},
 		{"SemaphoreLoss", s.testSemaphoreLoss},
 		{"SemaphoreCrash", s.testSemaphoreCrash},
+		{"SemaphoreFIFO", s.testSemaphoreFIFO},
 		{"RWMutexPreference", s.testRWMutexPreference},
 		{"RWMutexExclusion", s.testRWMutexExclusion},
+		{"RWMutexLoss", s.testRWMutexLoss},
 		{"Election", s.testElection},
 		{"ElectionCrash", s.testElectionCrash},
 	}
