@@ -34,7 +34,15 @@ type suite struct {
 // keeping a lease past 3 TTLs; loss detection (lock deleted, taken over,
 // server stopped: Done, Err, Context's cause); recovery from a SIGKILLed
 // holder; AcquireAll in opposite orders from goroutines and processes;
-// and Inspect, List and ForceRelease where the driver has them.
+// Inspect, List and ForceRelease where the driver has them; and, where the
+// driver can list holders, the primitives built on the mutex: a semaphore
+// (at most N holders among 12 goroutines, fences increasing per permit,
+// kinds never mixed, a waiter woken by a release, a force-released permit
+// lost, a SIGKILLed holder's permit back within the TTL, FIFO waiters on
+// queueing backends), a read-write lock (readers share, writers preferred
+// and exclusive, one fence order for both, a force-released writer lost)
+// and an election (one leader, Leader and Observe, increasing terms, a
+// force-released term lost, a SIGKILLed leader replaced within the TTL).
 //
 // Tests whose premise the backend does not meet (no URL for child
 // processes, no Expire/Steal/NewStoppable hooks, a session-bound backend
