@@ -39,7 +39,25 @@ func TestDemoScenarios(t *testing.T) {
 			if s.name == "billing" {
 				checkBillingTimeline(t, out)
 			}
+			checkVerdictSays(t, out, verdictSays[s.name]...)
 		})
+	}
+}
+
+// verdictSays is what a scenario's verdict must say, beyond its success.
+var verdictSays = map[string][]string{
+	"election":  {"naive: two leaders wrote — B (term ", "fenced by term: A's write (term ", "was rejected"},
+	"semaphore": {"came back", "D took it with fence"},
+}
+
+// checkVerdictSays fails unless out's verdict line contains every want.
+func checkVerdictSays(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	_, verdict, _ := strings.Cut(out, "\nverdict: ")
+	for _, w := range wants {
+		if !strings.Contains(verdict, w) {
+			t.Errorf("verdict lacks %q:\n%s", w, out)
+		}
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
 )
 
 func TestDemoPick(t *testing.T) {
@@ -55,6 +58,54 @@ func TestErrorLine(t *testing.T) {
 	} {
 		if got := errorLine(errors.New(in)); got != want {
 			t.Errorf("errorLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestElectionVerdict: the election scenario fails unless the naive run
+// shows both leaders' writes and the fenced run refuses the old leader's.
+func TestElectionVerdict(t *testing.T) {
+	b := writeAttempt{proc: "B", fence: 2, accepted: true}
+	a := writeAttempt{proc: "A", fence: 1, accepted: true}
+	refused := a
+	refused.accepted = false
+	good := leaderWrites{log: []writeAttempt{b, refused}}
+	double := leaderWrites{log: []writeAttempt{b, a}}
+	for name, c := range map[string]struct {
+		naive, fenced leaderWrites
+		ok            bool
+	}{
+		"taught":                 {double, good, true},
+		"naive refused A":        {good, good, false},
+		"naive missed A":         {leaderWrites{log: []writeAttempt{b}}, good, false},
+		"fenced accepted A":      {double, double, false},
+		"A wrote before B":       {leaderWrites{log: []writeAttempt{a, b}}, good, false},
+		"fenced: nobody elected": {double, leaderWrites{}, false},
+	} {
+		if v, ok := electionVerdict(c.naive, c.fenced); ok != c.ok {
+			t.Errorf("%s: ok %v, want %v (%s)", name, ok, c.ok, v)
+		}
+	}
+}
+
+// TestSemaphoreVerdict: the semaphore scenario fails unless the new holder
+// got the crashed holder's permit, with a higher fence, within the bound.
+func TestSemaphoreVerdict(t *testing.T) {
+	c := dlock.Holder{Slot: 0, Fence: 3}
+	ttl := time.Second
+	for name, tc := range map[string]struct {
+		d     dlock.Holder
+		freed time.Duration
+		ok    bool
+	}{
+		"taught":        {dlock.Holder{Slot: 0, Fence: 4}, ttl, true},
+		"same fence":    {dlock.Holder{Slot: 0, Fence: 3}, ttl, false},
+		"other permit":  {dlock.Holder{Slot: 1, Fence: 9}, ttl, false},
+		"never got one": {dlock.Holder{Slot: -1}, ttl, false},
+		"too late":      {dlock.Holder{Slot: 0, Fence: 4}, 5 * ttl, false},
+	} {
+		if v, ok := semaphoreVerdict(c, tc.d, tc.freed, ttl); ok != tc.ok {
+			t.Errorf("%s: ok %v, want %v (%s)", name, ok, tc.ok, v)
 		}
 	}
 }

@@ -16,19 +16,19 @@ func runFencing(ctx context.Context, e *env) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	value, f, err := registerValue(ctx, e.res)
+	value, f, err := registerValue(ctx, e.res, reportKey)
 	if err != nil {
 		return "", false, err
 	}
-	if len(log) != 2 || !log[0].accepted || log[1].accepted || log[1].proc != "A" {
+	if !staleWrite(log, false) {
 		return fmt.Sprintf("expected B's write accepted and A's rejected, got %v", log), false, nil
 	}
 	return fmt.Sprintf("stale write rejected at the resource: A's fence %d < %d; the report keeps B's %q (fence %d)",
 		log[1].fence, log[0].fence, value, f), true, nil
 }
 
-func (w *worker) fencedWrite(ctx context.Context, f uint64, value string) error {
-	err := registerTable.Update(ctx, w.res, "report", f, sqlitefence.Values{"value": value})
+func (w *worker) fencedWrite(ctx context.Context, key string, f uint64, value string) error {
+	err := registerTable.Upsert(ctx, w.res, key, f, sqlitefence.Values{"value": value})
 	var stale *fence.StaleError
 	switch {
 	case errors.As(err, &stale):

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/dlockdev/dlock"
 )
 
 // runOrphan: a naive lock without TTL stays held forever after its holder
@@ -141,7 +143,7 @@ func roleLeaseHold(ctx context.Context, w *worker) error {
 	if err != nil {
 		return err
 	}
-	w.say("acquired fence %d (TTL %s, watchdog on); working...", lease.Fence(), lease.TTL())
+	w.say("%s (TTL %s, watchdog on); working...", w.granted(lease), lease.TTL())
 	time.Sleep(24 * time.Hour) // until killed
 	return nil
 }
@@ -149,15 +151,25 @@ func roleLeaseHold(ctx context.Context, w *worker) error {
 // roleLeaseWait waits for the lock and records how long after opts.Since
 // (the previous holder's death) it got it.
 func roleLeaseWait(ctx context.Context, w *worker) error {
-	w.say("waiting for %q (up to %s)", w.opts.Name, w.opts.Wait)
-	lease, err := w.acquire(ctx)
+	lease, err := w.waitAfterCrash(ctx)
 	if err != nil {
 		return err
 	}
-	after := time.Since(time.UnixMilli(w.opts.Since))
-	w.say("acquired fence %d, %s after the holder died", lease.Fence(), after.Round(time.Millisecond))
-	if err := record(ctx, w.res, w.opts.Label, "freed-after", after.Milliseconds()); err != nil {
-		return err
-	}
 	return lease.Release(context.Background())
+}
+
+// waitAfterCrash waits for the worker's grant and records how long after
+// opts.Since (the previous holder's death) it got it, before saying so.
+func (w *worker) waitAfterCrash(ctx context.Context) (*dlock.Lease, error) {
+	w.say("waiting for %q (up to %s)", w.opts.Name, w.opts.Wait)
+	lease, err := w.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	after := time.Since(time.UnixMilli(w.opts.Since)).Round(time.Millisecond)
+	if err := record(ctx, w.res, w.opts.Label, "freed-after", after.Milliseconds()); err != nil {
+		return nil, err
+	}
+	w.say("%s, %s after the holder died", w.granted(lease), after)
+	return lease, nil
 }

@@ -16,33 +16,48 @@ func runPause(ctx context.Context, e *env) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	value, _, err := registerValue(ctx, e.res)
+	value, _, err := registerValue(ctx, e.res, reportKey)
 	if err != nil {
 		return "", false, err
 	}
-	if len(log) != 2 || !log[0].accepted || !log[1].accepted || log[1].proc != "A" {
+	if !staleWrite(log, true) {
 		return fmt.Sprintf("expected B then A to write, got %v", log), false, nil
 	}
 	return fmt.Sprintf("both wrote: B (fence %d) and then A (fence %d), who still believed it held the lock; the report now holds A's stale %q — mutual exclusion violated, the lock alone cannot prevent it",
 		log[0].fence, log[1].fence, value), true, nil
 }
 
-// pauseAndWrite runs the pause choreography and returns the writes log:
-// A acquires with the watchdog off and freezes; once its lease has expired
-// B acquires and writes (then) and holds on; A is resumed and writes (then).
+// staleWrite reports whether log is B's accepted write followed by
+// paused A's, accepted as given.
+func staleWrite(log []writeAttempt, accepted bool) bool {
+	return len(log) == 2 && log[0].proc == "B" && log[0].accepted && log[1].proc == "A" && log[1].accepted == accepted
+}
+
+// pauseAndWrite runs the pause choreography on a lock and returns the
+// writes log (see pausedWriter); once A froze, B waits for its lease to
+// expire.
 func (e *env) pauseAndWrite(ctx context.Context, then string) ([]writeAttempt, error) {
 	if _, err := e.resource(""); err != nil {
 		return nil, err
 	}
 	name := e.lockName("report")
-	a, err := e.spawn("", "A", "pause-holder", "--name", name, "--then", then)
+	expired := func(a *proc) error { return e.waitExpiry(ctx, a, name) }
+	return e.pausedWriter(ctx, "", expired, "--name", name, "--then", then)
+}
+
+// pausedWriter: A takes its grant (args say which) with the watchdog off
+// and freezes; after expired(A), B takes it and writes (then) and holds
+// on; A is resumed and writes (then). It returns the writes log of the
+// resource in the scenario's directory sub.
+func (e *env) pausedWriter(ctx context.Context, sub string, expired func(*proc) error, args ...string) ([]writeAttempt, error) {
+	a, err := e.spawn(sub, "A", "pause-holder", args...)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.waitExpiry(ctx, a, name); err != nil {
+	if err := expired(a); err != nil {
 		return nil, err
 	}
-	b, err := e.spawn("", "B", "writer", "--name", name, "--then", then, "--hold", e.ttl.String(), "--wait", (3 * e.ttl).String())
+	b, err := e.spawn(sub, "B", "writer", append(args, "--hold", e.ttl.String(), "--wait", (3*e.ttl+10*time.Second).String())...)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +79,7 @@ func rolePauseHolder(ctx context.Context, w *worker) error {
 	if err != nil {
 		return err
 	}
-	w.say("acquired fence %d (TTL %s, watchdog off)", lease.Fence(), lease.TTL())
+	w.say("%s (TTL %s, watchdog off)", w.granted(lease), lease.TTL())
 	w.freeze()
 	defer lease.Release(context.Background())
 	return w.act(ctx, lease)
@@ -76,7 +91,7 @@ func roleWriter(ctx context.Context, w *worker) error {
 	if err != nil {
 		return err
 	}
-	w.say("acquired fence %d", lease.Fence())
+	w.say("%s", w.granted(lease))
 	if err := w.act(ctx, lease); err != nil {
 		return err
 	}
@@ -89,14 +104,18 @@ func roleWriter(ctx context.Context, w *worker) error {
 	return nil
 }
 
-// act does what opts.Then says, under lease.
+// act does what opts.Then says, under lease. A leader writes the
+// register's row named after its election, others the report.
 func (w *worker) act(ctx context.Context, lease *dlock.Lease) error {
-	value := "report by " + w.opts.Label
+	key, value := reportKey, "report by "+w.opts.Label
+	if w.opts.Election {
+		key, value = w.opts.Name, "config by leader "+w.opts.Label
+	}
 	switch w.opts.Then {
 	case "write":
-		return w.plainWrite(ctx, lease.Fence(), value)
+		return w.plainWrite(ctx, key, lease.Fence(), value)
 	case "fenced-write":
-		return w.fencedWrite(ctx, lease.Fence(), value)
+		return w.fencedWrite(ctx, key, lease.Fence(), value)
 	case "release":
 		return w.tokenRelease(lease)
 	case "":
@@ -105,8 +124,9 @@ func (w *worker) act(ctx context.Context, lease *dlock.Lease) error {
 	return fmt.Errorf("unknown action %q", w.opts.Then)
 }
 
-func (w *worker) plainWrite(ctx context.Context, f uint64, value string) error {
-	if _, err := w.res.ExecContext(ctx, `UPDATE register SET value = ?, fence = ? WHERE key = 'report'`, value, int64(f)); err != nil {
+func (w *worker) plainWrite(ctx context.Context, key string, f uint64, value string) error {
+	if _, err := w.res.ExecContext(ctx, `INSERT INTO register (key, value, fence) VALUES (?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value, fence = excluded.fence`, key, value, int64(f)); err != nil {
 		return err
 	}
 	w.say("wrote %q (fence %d, unfenced write)", value, f)

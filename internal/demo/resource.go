@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS charges (id INTEGER PRIMARY KEY AUTOINCREMENT, sub IN
 	host TEXT, idem_key TEXT UNIQUE);
 `
 
+// reportKey is the register's row that the pause scenarios write.
+const reportKey = "report"
+
 // registerTable is the fenced register of the fencing scenario.
 var registerTable = sqlitefence.Table{Name: "register", Key: "key", Fence: "fence"}
 
@@ -130,8 +133,8 @@ func writeLog(ctx context.Context, db *sql.DB) ([]writeAttempt, error) {
 	return out, rows.Err()
 }
 
-// registerValue reads the register's value and fence.
-func registerValue(ctx context.Context, db *sql.DB) (value string, f int64, err error) {
-	err = db.QueryRowContext(ctx, `SELECT value, fence FROM register WHERE key = 'report'`).Scan(&value, &f)
+// registerValue reads the value and fence of the register's row key.
+func registerValue(ctx context.Context, db *sql.DB, key string) (value string, f int64, err error) {
+	err = db.QueryRowContext(ctx, `SELECT value, fence FROM register WHERE key = ?`, key).Scan(&value, &f)
 	return value, f, err
 }

@@ -21,6 +21,8 @@ var scenarios = []scenario{
 	{"watchdog", "a job longer than its lease keeps it; a killed holder frees it within the TTL", runWatchdog},
 	{"singleton", "two schedulers, one runs the job", runSingleton},
 	{"billing", "naive cron double-charges; the layered fix charges once", runBilling},
+	{"election", "two leaders during a pause: both write unfenced; the term fence refuses the old one", runElection},
+	{"semaphore", "a crashed holder's permit comes back within the TTL, with a higher fence", runSemaphore},
 }
 
 // tour is what `dlock demo` runs with no argument (well under 30 s).
@@ -48,4 +50,5 @@ var roles = map[string]role{
 	"scheduler":      roleScheduler,    // singleton
 	"billing-naive":  roleBillingNaive, // billing
 	"billing-fixed":  roleBillingFixed,
+	"permit-wait":    rolePermitWait, // semaphore (and lease-hold; election uses pause-holder, writer)
 }

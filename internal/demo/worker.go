@@ -31,6 +31,11 @@ type WorkerOptions struct {
 	Then string
 	// Since is a unix-millisecond reference time (when a holder was killed).
 	Since int64
+	// Permits, if positive, makes the worker's grant a permit of the
+	// semaphore Name with that many permits; Election makes it a term of
+	// the election Name.
+	Permits  int
+	Election bool
 }
 
 // WorkerCommand is the hidden dlock command that runs one worker process:
@@ -53,6 +58,8 @@ func (o *WorkerOptions) AddFlags(cmd *cobra.Command) {
 	f.IntVar(&o.PauseAfter, "pause-after", -1, "freeze after this many items")
 	f.StringVar(&o.Then, "then", "", "action after resuming")
 	f.Int64Var(&o.Since, "since", 0, "reference unix ms")
+	f.IntVar(&o.Permits, "permits", 0, "take a permit of a semaphore with this many permits")
+	f.BoolVar(&o.Election, "election", false, "campaign in the election instead of taking a lock")
 }
 
 // urlEnv passes the backend URL to demo workers through their
@@ -112,13 +119,43 @@ func (w *worker) lock(ctx context.Context) (*dlock.Locker, error) {
 
 func (w *worker) owner() string { return fmt.Sprintf("demo %s (pid %d)", w.opts.Label, os.Getpid()) }
 
-// acquire takes the worker's lock, waiting up to opts.Wait.
+// acquire takes the worker's grant, waiting up to opts.Wait: the lock, a
+// permit of the semaphore (opts.Permits) or a term of the election
+// (opts.Election).
 func (w *worker) acquire(ctx context.Context, opts ...dlock.Option) (*dlock.Lease, error) {
 	l, err := w.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return l.Acquire(ctx, w.opts.Name, append([]dlock.Option{dlock.WithWait(w.opts.Wait)}, opts...)...)
+	opts = append([]dlock.Option{dlock.WithWait(w.opts.Wait)}, opts...)
+	switch {
+	case w.opts.Election:
+		e, err := l.Election(w.opts.Name)
+		if err != nil {
+			return nil, err
+		}
+		w.say("campaigning in %s", e)
+		return e.Campaign(ctx, "", opts...)
+	case w.opts.Permits > 0:
+		s, err := l.Semaphore(w.opts.Name, w.opts.Permits)
+		if err != nil {
+			return nil, err
+		}
+		return s.Acquire(ctx, opts...)
+	}
+	return l.Acquire(ctx, w.opts.Name, opts...)
+}
+
+// granted describes a new lease on the timeline: "acquired fence 3", or
+// "elected leader, term 3", or "acquired permit 1 of 2, fence 3".
+func (w *worker) granted(ls *dlock.Lease) string {
+	switch ls.Kind() {
+	case dlock.KindLeader:
+		return fmt.Sprintf("elected leader, term %d", ls.Fence())
+	case dlock.KindPermit:
+		return fmt.Sprintf("acquired permit %d of %d, fence %d", ls.Slot(), w.opts.Permits, ls.Fence())
+	}
+	return fmt.Sprintf("acquired fence %d", ls.Fence())
 }
 
 // freeze stops this process (SIGSTOP to itself), as a long GC pause or a
