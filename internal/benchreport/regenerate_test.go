@@ -122,12 +122,30 @@ func writeDocs(t *testing.T, cs []baseline.Comparison, lrs []baseline.LeaseRepor
 	}
 	md.WriteString(docTail)
 	docs := filepath.Join("..", "..", "docs")
+	md.WriteString(byHand(t, filepath.Join(docs, "benchmarks.md")))
 	for name, b := range map[string][]byte{"benchmarks.md": md.Bytes(), "benchmarks.svg": svg.Bytes()} {
 		if err := os.WriteFile(filepath.Join(docs, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Logf("wrote %s/benchmarks.md and benchmarks.svg", docs)
+}
+
+// handMarker starts the part of docs/benchmarks.md measured by hand (the
+// primitives: `dlock bench --election` kills processes, `--semaphore`),
+// which a regeneration keeps as it is.
+const handMarker = "<!-- Measured by hand below this line; make bench-readme keeps it. -->"
+
+// byHand returns the part of the doc at path from handMarker on, or "".
+func byHand(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := bytes.Index(b, []byte(handMarker)); i >= 0 {
+		return "\n" + string(b[i:])
+	}
+	return ""
 }
 
 // firstLine is err's message up to its first line break.

@@ -56,8 +56,23 @@ func TryAcquireRelease(l *dlock.Locker, opts ...dlock.Option) Cycle {
 
 // Acquire is a Lock on name that worker i takes with lockers[i] and opts.
 func Acquire(lockers []*dlock.Locker, name string, opts ...dlock.Option) Lock {
+	return leaseLock(func(ctx context.Context, worker int) (*dlock.Lease, error) {
+		return lockers[worker].Acquire(ctx, name, opts...)
+	})
+}
+
+// AcquirePermit is a Lock that worker i takes as a permit of sems[i],
+// with opts; run it with Contend.Permits set to the permit count.
+func AcquirePermit(sems []*dlock.Semaphore, opts ...dlock.Option) Lock {
+	return leaseLock(func(ctx context.Context, worker int) (*dlock.Lease, error) {
+		return sems[worker].Acquire(ctx, opts...)
+	})
+}
+
+// leaseLock is the Lock whose grant is the lease take returns.
+func leaseLock(take func(ctx context.Context, worker int) (*dlock.Lease, error)) Lock {
 	return func(ctx context.Context, worker int) (func(context.Context) error, error) {
-		ls, err := lockers[worker].Acquire(ctx, name, opts...)
+		ls, err := take(ctx, worker)
 		if err != nil {
 			return nil, err
 		}

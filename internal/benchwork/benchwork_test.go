@@ -187,6 +187,34 @@ func TestRunContendedCountsViolations(t *testing.T) {
 	}
 }
 
+// TestRunContendedPermits: on a semaphore of 2 permits, 4 workers hold
+// at most 2 at once (and do reach 2); a non-lock is caught exceeding them.
+func TestRunContendedPermits(t *testing.T) {
+	ls := memLockers(t, 4)
+	sems := make([]*dlock.Semaphore, len(ls))
+	for i, l := range ls {
+		s, err := l.Semaphore("pool", 2, dlock.WithTTL(5*time.Second), dlock.WithWait(dlock.Forever))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sems[i] = s
+	}
+	cfg := benchwork.Contend{Workers: 4, Hold: 5 * time.Millisecond, Permits: 2}
+	c := benchwork.RunContended(context.Background(), benchwork.Count(100), cfg, benchwork.AcquirePermit(sems))
+	if c.Violations != 0 || c.Failed != 0 || len(c.Waits) != 100 || c.MaxHolders != 2 {
+		t.Fatalf("violations %d, failed %d (%v), grants %d, most holders %d; want 0, 0, 100, 2",
+			c.Violations, c.Failed, c.Err, len(c.Waits), c.MaxHolders)
+	}
+	noLock := func(context.Context, int) (func(context.Context) error, error) {
+		return func(context.Context) error { return nil }, nil
+	}
+	cfg.Hold = 50 * time.Millisecond
+	c = benchwork.RunContended(context.Background(), benchwork.Count(8), cfg, noLock)
+	if c.Violations == 0 || c.MaxHolders <= 2 {
+		t.Fatalf("4 workers holding a non-semaphore of 2: violations %d, most holders %d", c.Violations, c.MaxHolders)
+	}
+}
+
 func TestMerge(t *testing.T) {
 	a := benchwork.Cycles{N: 10, Failed: 1, Elapsed: time.Second, Latencies: make([]time.Duration, 9)}
 	b := benchwork.Cycles{N: 30, Failed: 0, Elapsed: time.Second, Latencies: make([]time.Duration, 30)}

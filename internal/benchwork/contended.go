@@ -29,9 +29,14 @@ type Contention struct {
 	// Failed counts failed acquires and releases; Err is the first.
 	Failed int
 	Err    error
-	// Violations counts grants made while another worker held the lock:
-	// a broken mutual exclusion. It must be 0.
+	// Violations counts grants made while another worker held the lock
+	// (while Contend.Permits others held it, for a semaphore): a broken
+	// mutual exclusion. It must be 0.
 	Violations int
+	// MaxHolders is the most workers seen holding the lock at once, from
+	// each grant's return to its release call: a lower bound of the true
+	// most, so any excess over the permits is real.
+	MaxHolders int
 
 	mu       sync.Mutex
 	released time.Time // when the last holder released; zero after a grant
@@ -48,6 +53,9 @@ type Contend struct {
 	// OnError decides what a worker does after a failed acquire or
 	// release (default Stop).
 	OnError OnError
+	// Permits is how many workers may hold the lock at once (default 1:
+	// a mutex; more for a semaphore's permits).
+	Permits int
 }
 
 // RunContended runs budget's critical sections over cfg.Workers
@@ -60,6 +68,7 @@ func RunContended(ctx context.Context, budget Budget, cfg Contend, lock Lock) *C
 	if cfg.OnError == nil {
 		cfg.OnError = Stop
 	}
+	cfg.Permits = max(cfg.Permits, 1)
 	c := &Contention{N: budget.count, Counts: make([]int, cfg.Workers)}
 	m, cancel := budget.start(ctx)
 	defer cancel()
@@ -100,7 +109,7 @@ func (c *Contention) work(m *meter, worker int, cfg Contend, lock Lock) int {
 			}
 			return n
 		}
-		c.granted(time.Since(t0))
+		c.granted(time.Since(t0), cfg.Permits)
 		n++
 		if cfg.Hold > 0 {
 			time.Sleep(cfg.Hold)
@@ -124,15 +133,15 @@ func (c *Contention) failed(err error, onErr OnError) bool {
 }
 
 // granted records a grant after a wait, and the handoff that led to it.
-func (c *Contention) granted(wait time.Duration) {
+func (c *Contention) granted(wait time.Duration, permits int) {
 	now := time.Now()
-	if c.holders.Add(1) != 1 {
-		c.mu.Lock()
-		c.Violations++
-		c.mu.Unlock()
-	}
+	holders := int(c.holders.Add(1))
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if holders > permits {
+		c.Violations++
+	}
+	c.MaxHolders = max(c.MaxHolders, holders)
 	c.Waits = append(c.Waits, wait)
 	if !c.released.IsZero() {
 		c.Handoffs = append(c.Handoffs, now.Sub(c.released))
@@ -175,7 +184,7 @@ func (c *Contention) Merge(o *Contention) *Contention {
 		N: c.N + o.N, Elapsed: c.Elapsed + o.Elapsed,
 		Handoffs: slices.Concat(c.Handoffs, o.Handoffs), Waits: slices.Concat(c.Waits, o.Waits),
 		Counts: counts, Failed: c.Failed + o.Failed, Err: cmpErr(c.Err, o.Err),
-		Violations: c.Violations + o.Violations,
+		Violations: c.Violations + o.Violations, MaxHolders: max(c.MaxHolders, o.MaxHolders),
 	}
 }
 

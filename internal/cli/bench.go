@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -36,6 +37,17 @@ type benchOptions struct {
 	SVG string
 	// Leases, if positive, holds that many leases instead.
 	Leases int
+	// Election measures Rounds leader failovers instead (default 3).
+	Election bool
+	Rounds   int
+	// Semaphore, if positive, measures a semaphore of that many permits
+	// instead: Goroutines (default 16) each holding a permit for Hold.
+	Semaphore  int
+	Goroutines int
+	Hold       time.Duration
+	// Exe is the dlock binary that runs the leaders of Election; ""
+	// means this executable.
+	Exe string
 }
 
 // Bounds of --duration and --leases, so that a typo cannot start an
@@ -45,6 +57,11 @@ const (
 	maxBenchDuration     = 10 * time.Minute
 	defaultBenchDuration = 2 * time.Second
 	maxBenchLeases       = 100_000
+	defaultBenchRounds   = 3
+	maxBenchRounds       = 100
+	defaultBenchWorkers  = 16
+	maxBenchWorkers      = 1024
+	maxBenchHold         = time.Second
 )
 
 // benchLong is the help of `dlock bench`.
@@ -81,7 +98,20 @@ client) and the server's time per cycle where the backend exposes it
 --leases N takes N leases on one Locker, holds them for --duration (default:
 the TTL, three refresh periods) and prints the refreshes the watchdog sent,
 the calls (batches) that carried them, the round trips counted meanwhile,
-and the leases lost (must be 0).`
+and the leases lost (must be 0).
+
+--election measures leader failover, --rounds times: a process running
+` + "`dlock elect NAME -- sleep`" + ` (this binary) is elected, this process
+campaigns behind it, the leader is killed with SIGKILL, and the time from
+the kill to the return of the waiting Campaign (the new term) is timed. It
+prints min, p50 and max, the TTL (--ttl: each round lasts about one TTL, so
+try --ttl 2s) and p50/TTL: expect about 1 on TTL backends (etcd: up to 0.5 s
+more), and far less where a lease ends with its session.
+
+--semaphore N runs --goroutines goroutines (default 16), each with its own
+Locker, on one semaphore of N permits for --duration: Acquire (waiting),
+hold --hold (default 1ms), Release, pause 1 ms; it prints permits granted
+per second, the wait p50/p99, and the most holders seen at once (at most N).`
 
 func newBenchCmd(g *globalOptions, io *IO) *cobra.Command {
 	opts := &benchOptions{}
@@ -109,6 +139,11 @@ func addBenchFlags(cmd *cobra.Command, opts *benchOptions) {
 	f.StringVar(&opts.Format, "format", "table", "with --compare: table or markdown")
 	f.StringVar(&opts.SVG, "svg", "", "with --compare: write a bar chart of dlock against the baseline to this file")
 	f.IntVar(&opts.Leases, "leases", 0, "hold this many leases on one Locker and count the refresh traffic")
+	f.BoolVar(&opts.Election, "election", false, "measure leader failover: SIGKILL a `dlock elect` leader, time the next term")
+	f.IntVar(&opts.Rounds, "rounds", defaultBenchRounds, "with --election: failovers to measure")
+	f.IntVar(&opts.Semaphore, "semaphore", 0, "measure a semaphore of this many permits under contention")
+	f.IntVar(&opts.Goroutines, "goroutines", defaultBenchWorkers, "with --semaphore: goroutines, each with its own Locker")
+	f.DurationVar(&opts.Hold, "hold", time.Millisecond, "with --semaphore: how long each grant is held")
 }
 
 func runBench(ctx context.Context, opts *benchOptions, io *IO) error {
@@ -118,6 +153,10 @@ func runBench(ctx context.Context, opts *benchOptions, io *IO) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch {
+	case opts.Election:
+		return runBenchElection(ctx, opts, io)
+	case opts.Semaphore > 0:
+		return runBenchSemaphore(ctx, opts, io)
 	case opts.Leases > 0:
 		return runBenchLeases(ctx, opts, io)
 	case opts.Compare:
@@ -131,6 +170,8 @@ func (o *benchOptions) check() error {
 	if o.Format == "" {
 		o.Format = "table"
 	}
+	o.Rounds = cmp.Or(o.Rounds, defaultBenchRounds)
+	o.Goroutines = cmp.Or(o.Goroutines, defaultBenchWorkers)
 	if o.Duration == 0 {
 		o.Duration = defaultBenchDuration
 		if o.Leases > 0 {
@@ -146,12 +187,31 @@ func (o *benchOptions) check() error {
 		return usageErr("--format %q: want table or markdown", o.Format)
 	case !o.Compare && (o.Format != "table" || o.SVG != ""):
 		return usageErr("--format and --svg need --compare")
-	case o.Compare && o.Leases > 0:
-		return usageErr("--compare and --leases are separate runs: give one")
+	case o.modes() > 1:
+		return usageErr("--compare, --leases, --election and --semaphore are separate runs: give one")
+	case o.Rounds < 1 || o.Rounds > maxBenchRounds:
+		return usageErr("--rounds %d is outside [1, %d]", o.Rounds, maxBenchRounds)
+	case o.Semaphore < 0 || o.Semaphore > dlock.MaxPermits:
+		return usageErr("--semaphore %d is outside [1, %d]", o.Semaphore, dlock.MaxPermits)
+	case o.Goroutines < 1 || o.Goroutines > maxBenchWorkers:
+		return usageErr("--goroutines %d is outside [1, %d]", o.Goroutines, maxBenchWorkers)
+	case o.Hold < 0 || o.Hold > maxBenchHold:
+		return usageErr("--hold %s is outside [0, %s]", o.Hold, maxBenchHold)
 	case o.JSON && o.Format == "markdown":
 		return usageErr("--json and --format markdown: give one")
 	}
 	return nil
+}
+
+// modes counts the runs the options ask for besides the default one.
+func (o *benchOptions) modes() int {
+	n := 0
+	for _, on := range []bool{o.Compare, o.Leases > 0, o.Election, o.Semaphore > 0} {
+		if on {
+			n++
+		}
+	}
+	return n
 }
 
 // benchResult is one workload's measurements without a baseline; `bench
@@ -210,18 +270,10 @@ func benchAlone(ctx context.Context, opts *benchOptions, w baseline.Workload, pr
 	if w.Contended {
 		n = w.Goroutines
 	}
-	lockers := make([]*dlock.Locker, 0, n)
-	defer func() {
-		for _, l := range lockers {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := openLocker(ctx, opts.URL, dlock.WithTTL(opts.TTL))
-		if err != nil {
-			return benchResult{}, err
-		}
-		lockers = append(lockers, l)
+	lockers, err := openLockers(ctx, opts, n)
+	defer closeAll(lockers)
+	if err != nil {
+		return benchResult{}, err
 	}
 	r := benchResult{Workload: w.Name, Goroutines: w.Goroutines, Contended: w.Contended}
 	if w.Contended {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/internal/baseline"
 	"github.com/dlockdev/dlock/internal/testserver"
 )
@@ -180,11 +181,72 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{Leases: maxBenchLeases + 1},
 		{Leases: 10, Compare: true},
 		{Compare: true, JSON: true, Format: "markdown"},
+		{Election: true, Semaphore: 4},
+		{Election: true, Leases: 10},
+		{Election: true, Rounds: maxBenchRounds + 1},
+		{Semaphore: dlock.MaxPermits + 1},
+		{Semaphore: 4, Goroutines: -1},
+		{Semaphore: 4, Hold: 2 * maxBenchHold},
 	} {
 		tio, _, _ := testIO()
 		o.URL = memURL(t)
 		if err := runBench(context.Background(), &o, tio); codeOf(err) != ExitUsage {
 			t.Errorf("%+v: got %v, want a usage error", o, err)
 		}
+	}
+}
+
+// TestBenchSemaphore: a short --semaphore 4 run on the embedded backend
+// grants permits, never more than 4 at once, and prints its table.
+func TestBenchSemaphore(t *testing.T) {
+	url := fileURL(t)
+	tio, out, _ := testIO()
+	opts := &benchOptions{URL: url, Duration: 500 * time.Millisecond, TTL: 10 * time.Second, JSON: true, Semaphore: 4, Hold: time.Millisecond}
+	if err := runBench(context.Background(), opts, tio); err != nil {
+		t.Fatal(err)
+	}
+	var r semaphoreResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if r.Workload != "semaphore-4" || r.Goroutines != defaultBenchWorkers || r.Ops == 0 || r.Errors != 0 ||
+		r.Violations != 0 || r.MaxHolders < 1 || r.MaxHolders > 4 || r.WaitP99Ms < r.WaitP50Ms {
+		t.Errorf("semaphore report %+v", r)
+	}
+	tio, out, _ = testIO()
+	opts = &benchOptions{URL: url, Duration: benchTiny, TTL: 10 * time.Second, Semaphore: 4, Goroutines: 8}
+	if err := runBench(context.Background(), opts, tio); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"MAX HOLDERS", "VIOLATIONS", "semaphore-4", "(at most 4)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestBenchElection: two --election rounds on the embedded backend, each
+// killing a `dlock elect` process: every round's new term is timed and
+// the summary is consistent (no wall-clock bound: the machine is shared).
+func TestBenchElection(t *testing.T) {
+	tio, out, errb := testIO()
+	opts := &benchOptions{URL: fileURL(t), TTL: 500 * time.Millisecond, JSON: true, Election: true, Rounds: 2, Exe: dlockBin}
+	if err := runBench(context.Background(), opts, tio); err != nil {
+		t.Fatalf("%v\n%s", err, errb)
+	}
+	var r electionResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if r.Workload != "election-failover" || r.Rounds != 2 || len(r.FailoverMs) != 2 || len(r.LeftMs) != 2 ||
+		r.TTLSeconds != 0.5 || r.MinMs <= 0 || r.MinMs > r.P50Ms || r.P50Ms > r.MaxMs || r.PastExpiryP50Ms == nil {
+		t.Errorf("election report %+v", r)
+	}
+	if n := strings.Count(errb.String(), "after the leader's SIGKILL"); n != 2 {
+		t.Errorf("%d progress lines, want 2:\n%s", n, errb)
+	}
+	var tb bytes.Buffer
+	if err := writeElectionTable(&IO{Out: &tb}, r); err != nil || !strings.Contains(tb.String(), "P50/TTL") {
+		t.Errorf("table (%v):\n%s", err, tb.String())
 	}
 }
