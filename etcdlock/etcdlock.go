@@ -90,9 +90,9 @@ func (c Config) Driver(cli *clientv3.Client) (driver.Driver, error) {
 	return c.newDriver(cli, false)
 }
 
-// etcdDriver implements driver.Driver, Queuer, Lister, ForceReleaser,
-// EvictionWatcher, BatchRefresher, BatchReleaser and Describer on one etcd
-// client.
+// etcdDriver implements driver.Driver, Queuer, Notifier, Lister,
+// ForceReleaser, EvictionWatcher, BatchRefresher, BatchReleaser and
+// Describer on one etcd client.
 type etcdDriver struct {
 	cli    *clientv3.Client
 	keys   keyspace

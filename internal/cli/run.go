@@ -195,6 +195,9 @@ type grant struct {
 func (o *runOptions) grant(l *dlock.Locker) (grant, error) {
 	if o.Permits == 0 {
 		return grant{dlock.KindMutex, func(ctx context.Context) (*dlock.Lease, error) {
+			if err := notAPrimitive(ctx, l, o.Name); err != nil {
+				return nil, err
+			}
 			return l.Acquire(ctx, o.Name, o.lockOptions()...)
 		}}, nil
 	}
@@ -343,3 +346,23 @@ func (w waitFlag) Set(s string) error {
 }
 
 func (w waitFlag) Type() string { return "duration" }
+
+// notAPrimitive refuses to run under the mutex name while name is held as
+// a semaphore, read-write lock or election (the library's Acquire does not
+// look, to spare every acquire a listing; one per run is cheap). A backend
+// that cannot list is not checked.
+func notAPrimitive(ctx context.Context, l *dlock.Locker, name string) error {
+	hs, err := l.List(ctx, name)
+	if err != nil {
+		if errors.Is(err, dlock.ErrUnsupported) {
+			return nil
+		}
+		return err
+	}
+	for _, h := range hs {
+		if h.Name == name && h.Kind != dlock.KindMutex {
+			return &dlock.KindError{Name: name, Held: h.Kind, HeldPermits: h.Permits, Holder: h, Wanted: dlock.KindMutex}
+		}
+	}
+	return nil
+}

@@ -182,3 +182,26 @@ func TestChildEnv(t *testing.T) {
 		t.Errorf("a DLOCK_URL without password should be kept: %v", env)
 	}
 }
+
+// TestRunRunRefusesASemaphoreName: `dlock run NAME` while NAME's permits
+// are held names both uses instead of running beside the semaphore.
+func TestRunRunRefusesASemaphoreName(t *testing.T) {
+	url := memURL(t)
+	l, err := dlock.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	sem, _ := l.Semaphore("job", 3, dlock.WithTTL(time.Minute))
+	if _, err := sem.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	io, out, _ := testIO()
+	err = runRun(context.Background(), runOpts(url, "echo", "ran"), io)
+	if line := errorLine(err); !strings.Contains(line, "semaphore of 3 permits") || !strings.Contains(line, "mutex") {
+		t.Errorf("run on a semaphore's name: %q (exit %d), want it to name both kinds", line, codeOf(err))
+	}
+	if out.Len() != 0 {
+		t.Errorf("the command ran: %q", out.String())
+	}
+}
