@@ -53,6 +53,12 @@ type pool struct {
 	byToken  map[string]string // claim (name and token) → its key
 	claimOf  map[string]string // key → its claim
 	granting map[int64]*grantFlight
+	// deleting holds, for each key whose background deletion is on its
+	// way (deleteLater), a channel closed when it has finished: a retry
+	// by the same claim waits for it rather than put the key again and
+	// have the late delete remove it under a grant.
+	deleting map[string]chan struct{}
+	hook     func(step string) // tests: called with "delete" before a background delete
 
 	ctx    context.Context // background work; canceled by close
 	cancel context.CancelFunc
@@ -86,6 +92,7 @@ func newPool(cli *clientv3.Client) *pool {
 		current: map[int64]*session{}, all: map[clientv3.LeaseID]*session{},
 		byKey: map[string]*session{}, granting: map[int64]*grantFlight{},
 		byToken: map[string]string{}, claimOf: map[string]string{},
+		deleting: map[string]chan struct{}{},
 	}
 }
 
@@ -119,6 +126,10 @@ func (p *pool) pick(ctx context.Context, secs int64, claim, dir string) (string,
 	}
 	s := p.current[secs]
 	if key, ok := p.byToken[claim]; ok {
+		if ch := p.deleting[key]; ch != nil { // an earlier attempt's key is being deleted
+			p.mu.Unlock()
+			return "", nil, ch, nil
+		}
 		if old := p.byKey[key]; old != nil && !old.dead {
 			s = old // an earlier attempt's key may exist: keep it
 		} else {
@@ -485,19 +496,34 @@ func (p *pool) background(fn func(ctx context.Context)) {
 
 // deleteLater deletes key in the background: the caller gave up on it and
 // must not wait (its context is done). If that fails too, the key is
-// deleted at the session's next renewal, or expires with the lease.
+// deleted at the session's next renewal, or expires with the lease. Until
+// the delete has finished, a new attempt by the same claim waits in pick:
+// it would put the same key, and the late delete would remove the key of
+// a lock just granted (a swept waiter retried by the portable layer).
 func (p *pool) deleteLater(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return
 	}
+	if p.deleting[key] != nil {
+		return // already on its way
+	}
+	deleted := make(chan struct{})
+	p.deleting[key] = deleted
 	p.background(func(ctx context.Context) {
+		if p.hook != nil {
+			p.hook("delete")
+		}
 		if _, err := p.cli.Delete(ctx, key); err != nil {
 			p.abandon(key)
-			return
+		} else {
+			p.done(key)
 		}
-		p.done(key)
+		p.mu.Lock()
+		delete(p.deleting, key)
+		p.mu.Unlock()
+		close(deleted)
 	})
 }
 
