@@ -8,9 +8,12 @@ package testserver
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -38,15 +41,50 @@ func Binary(t testing.TB, name string, extraDirs ...string) string {
 	return ""
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// Ports FreePort draws from: below Linux's default ephemeral range
+// (32768-60999), from which the kernel picks the source port of every
+// outgoing connection and of every bind to port 0. A port taken from that
+// range was free a moment ago but may become a client socket's before the
+// server binds it (seen in CI: an etcd peer port "already in use").
+const (
+	minFreePort = 20000
+	maxFreePort = 32767
+)
+
+var (
+	portsMu sync.Mutex
+	handed  = map[int]bool{} // ports this process handed out: never twice
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// drawn at random from 20000-32767 (see minFreePort) and never one this
+// process handed out before; after 100 draws that all failed, any port the
+// kernel offers.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 100 {
+		p := minFreePort + rand.N(maxFreePort-minFreePort+1)
+		if handed[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		handed[p] = true
+		return p
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	p := l.Addr().(*net.TCPAddr).Port
+	handed[p] = true
+	return p
 }
 
 // WaitDial waits until addr accepts TCP connections, or fails t.
