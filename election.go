@@ -58,10 +58,11 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
+	ctx, t := e.l.traceAcquire(ctx, e.name, KindLeader, s.wait)
 	if _, err := e.l.holdersOf(ctx, e.name, KindLeader, 0); err != nil {
-		return nil, err
+		return t.done(nil, err)
 	}
-	return e.l.acquire(ctx, key(e.name, KindLeader), s)
+	return t.done(e.l.acquire(ctx, key(e.name, KindLeader), s))
 }
 
 // Leader returns the current leader: Owner is its published value, Fence

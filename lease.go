@@ -48,6 +48,11 @@ type Lease struct {
 	// shown, when set, is the fence Fence reports instead of fence: a
 	// read grant's, taken from its RWMutex's gate (see RWMutex.RLock).
 	shown atomic.Uint64
+	// granted is when the grant was confirmed; hooks and reported are
+	// the Locker's hooks for a lease a user call returned (hooks.go).
+	granted  time.Time
+	hooks    []Hooks
+	reported atomic.Int32
 
 	mu       sync.Mutex
 	ttl      time.Duration
@@ -74,6 +79,8 @@ type leaseHost interface {
 	leaseReleasing(*Lease)
 	// leaseEnded reports that the lease ended: stop keeping and forget it.
 	leaseEnded(*Lease)
+	// backendName names the backend, for hooks.
+	backendName() string
 }
 
 func newLease(l leaseHost, req driver.Request, g driver.Grant, sent time.Time, auto bool) *Lease {
@@ -85,7 +92,7 @@ func newLease(l leaseHost, req driver.Request, g driver.Grant, sent time.Time, a
 		host: l, name: req.Name, token: req.Token, owner: req.Owner,
 		fence: g.Fence, auto: auto, ttl: ttl,
 		expires: sent.Add(ttl - driver.ClockDrift(ttl)),
-		done:    make(chan struct{}),
+		done:    make(chan struct{}), granted: time.Now(),
 	}
 }
 
@@ -192,14 +199,18 @@ func (ls *Lease) refreshed(sent time.Time, ttl time.Duration, err error) error {
 		}
 		ls.mu.Unlock()
 		ls.host.leaseRefreshed(ls)
+		ls.refreshDone(RefreshOK, nil)
 		return ls.Err()
 	case errors.Is(err, driver.ErrNotHeld) && ls.releasing():
 		// A watchdog refresh raced with Release, which decides the outcome.
 		return ls.Err()
 	case errors.Is(err, driver.ErrNotHeld):
+		ls.refreshDone(RefreshLost, err)
 		return ls.lose(lostReason(err), nil)
 	default:
-		return backend("refresh", ls.Name(), err)
+		err = backend("refresh", ls.Name(), err)
+		ls.refreshDone(RefreshError, err)
+		return err
 	}
 }
 
@@ -293,6 +304,7 @@ func (ls *Lease) finish(err error) {
 		c(err)
 	}
 	ls.host.leaseEnded(ls)
+	ls.ended()
 }
 
 // errSessionGone is the cause of a loss pushed by a driver.SessionWatcher.

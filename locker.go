@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -18,6 +19,10 @@ type Locker struct {
 	defaults settings
 	clock    Clock
 	watchdog *watchdog
+	backend  string
+
+	hooksMu sync.Mutex              // serializes AddHooks
+	hooks   atomic.Pointer[[]Hooks] // read on every acquire: nil when none
 
 	mu     sync.Mutex
 	closed bool
@@ -47,7 +52,7 @@ func newLocker(drv driver.Driver, opts []Option) (*Locker, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	l := &Locker{drv: drv, defaults: s, clock: s.clock, live: map[*Lease]struct{}{}, bgStop: make(chan struct{})}
+	l := &Locker{drv: drv, defaults: s, clock: s.clock, live: map[*Lease]struct{}{}, bgStop: make(chan struct{}), backend: driverName(drv)}
 	if l.clock == nil {
 		l.clock = hostClock{}
 	}
@@ -136,6 +141,7 @@ func (l *Locker) untrack(ls *Lease) {
 
 func (l *Locker) driver() driver.Driver    { return l.drv }
 func (l *Locker) now() time.Time           { return l.clock.Now() }
+func (l *Locker) backendName() string      { return l.backend }
 func (l *Locker) leaseRefreshed(ls *Lease) { l.watchdog.reschedule(ls) }
 func (l *Locker) leaseReleasing(ls *Lease) { l.watchdog.remove(ls) }
 

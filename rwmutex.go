@@ -68,6 +68,11 @@ func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, t := m.l.traceAcquire(ctx, m.name, KindWrite, s.wait)
+	return t.done(m.lock(ctx, s))
+}
+
+func (m *RWMutex) lock(ctx context.Context, s settings) (*Lease, error) {
 	start := time.Now()
 	wctx, cancel := waitContext(ctx, start, s.wait)
 	defer cancel()
@@ -120,6 +125,11 @@ func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctx, t := m.l.traceAcquire(ctx, m.name, KindRead, s.wait)
+	return t.done(m.rlock(ctx, s))
+}
+
+func (m *RWMutex) rlock(ctx context.Context, s settings) (*Lease, error) {
 	start := time.Now()
 	wctx, cancel := waitContext(ctx, start, s.wait)
 	defer cancel()

@@ -64,6 +64,11 @@ func (m *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error)
 	if err != nil {
 		return nil, err
 	}
+	ctx, t := m.l.traceAcquire(ctx, m.name, KindPermit, s.wait)
+	return t.done(m.acquire(ctx, s))
+}
+
+func (m *Semaphore) acquire(ctx context.Context, s settings) (*Lease, error) {
 	start := time.Now()
 	wctx, cancel := waitContext(ctx, start, s.wait)
 	defer cancel()

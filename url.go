@@ -110,6 +110,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Locker, error) {
 		_ = drv.Close()
 		return nil, err
 	}
+	l.backend = u.Scheme
 	if migrate {
 		if err := l.Migrate(ctx); err != nil {
 			_ = l.Close()

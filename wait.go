@@ -42,7 +42,9 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...Option) (*Lea
 	if err != nil {
 		return nil, err
 	}
-	return l.acquire(ctx, name, s)
+	ctx, t := l.traceAcquire(ctx, name, KindMutex, s.wait)
+	ls, err := l.acquire(ctx, name, s)
+	return t.done(ls, err)
 }
 
 // TryAcquire makes exactly one attempt to take the named lock. When it is
@@ -53,7 +55,9 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*
 		return nil, err
 	}
 	s.wait = 0
-	return l.acquire(ctx, name, s)
+	ctx, t := l.traceAcquire(ctx, name, KindMutex, 0)
+	ls, err := l.acquire(ctx, name, s)
+	return t.done(ls, err)
 }
 
 func (l *Locker) acquire(ctx context.Context, name string, s settings) (*Lease, error) {
