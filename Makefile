@@ -3,9 +3,9 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test lint vet fmt staticcheck unit bench bench-compare bench-readme demo chaos
+.PHONY: test lint vet fmt staticcheck unit otel bench bench-compare bench-readme demo chaos
 
-test: lint unit
+test: lint unit otel
 
 lint: fmt vet staticcheck
 
@@ -23,6 +23,11 @@ staticcheck:
 # one package at a time keeps a 2-core machine from starving them.
 unit:
 	$(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
+
+# The OpenTelemetry instrumentation is its own module (dlockotel), so that
+# the core does not depend on OpenTelemetry: vet, lint and test it apart.
+otel:
+	cd dlockotel && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... && $(GO) test -race -count=1 ./...
 
 # The drivers' go test benchmarks (workloads from internal/benchwork).
 bench:

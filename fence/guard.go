@@ -25,7 +25,7 @@ func (g *Guard) Admit(key string, f uint64) error {
 
 func (g *Guard) admit(key string, f uint64) error {
 	if err := Check(key, f, g.highest[key]); err != nil {
-		return err
+		return Rejected("memory", err)
 	}
 	if g.highest == nil {
 		g.highest = map[string]uint64{}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 
+	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/internal/fencesql"
 	"github.com/jackc/pgx/v5"
 )
@@ -66,7 +67,7 @@ func (t Table) write(ctx context.Context, q Querier, key any, f uint64, set Valu
 	}
 	var cur int64
 	err = q.QueryRow(ctx, s.CurrentSQL("$1"), key).Scan(&cur)
-	return fencesql.Rejected("pgfence", t.Name, t.Key, key, f, cur, err, pgx.ErrNoRows)
+	return fence.Rejected("postgres", fencesql.Rejected("pgfence", t.Name, t.Key, key, f, cur, err, pgx.ErrNoRows))
 }
 
 // Current returns the fence stored on key's row.

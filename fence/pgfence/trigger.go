@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/internal/fencesql"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -77,8 +78,8 @@ func RemoveTrigger(ctx context.Context, q Querier, table string) error {
 // also unwraps to the *pgconn.PgError; any other error is returned as is.
 func MapError(err error) error {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != SQLState {
+	if !errors.As(err, &pe) || pe.Code != SQLState || errors.Is(err, fence.ErrStale) {
 		return err
 	}
-	return fencesql.TriggerError(pe.Detail, err)
+	return fence.Rejected("postgres", fencesql.TriggerError(pe.Detail, err))
 }

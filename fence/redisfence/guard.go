@@ -95,7 +95,7 @@ func result(key string, f uint64, res []any) error {
 	if err != nil {
 		return fmt.Errorf("redisfence: set %q: stored fence %q is not a number", key, s)
 	}
-	return &fence.StaleError{Key: key, Offered: f, Current: cur}
+	return fence.Rejected("redis", &fence.StaleError{Key: key, Offered: f, Current: cur})
 }
 
 // Get returns the value at key and the fence it was written with. ok is

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/internal/fencesql"
 )
 
@@ -79,7 +80,7 @@ func (t Table) write(ctx context.Context, db DB, key any, f uint64, set Values, 
 	}
 	var cur int64
 	err = db.QueryRowContext(ctx, s.CurrentSQL("?1"), key).Scan(&cur)
-	return fencesql.Rejected("sqlitefence", t.Name, t.Key, key, f, cur, err, sql.ErrNoRows)
+	return fence.Rejected("sqlite", fencesql.Rejected("sqlitefence", t.Name, t.Key, key, f, cur, err, sql.ErrNoRows))
 }
 
 // Current returns the fence stored on key's row.

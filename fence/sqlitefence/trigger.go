@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/internal/fencesql"
 )
 
@@ -49,5 +50,5 @@ func MapError(err error) error {
 	if !ok {
 		return err
 	}
-	return fencesql.TriggerError(detail, err)
+	return fence.Rejected("sqlite", fencesql.TriggerError(detail, err))
 }

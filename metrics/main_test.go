@@ -1,0 +1,11 @@
+package metrics_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the run if a test leaks a goroutine (watchdogs, waiters,
+// Redis subscriptions).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
