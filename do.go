@@ -69,7 +69,7 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...Option)
 		if s.wait != Forever && s.wait != 0 {
 			step.wait = max(s.wait-time.Since(start), 0)
 		}
-		tctx, t := l.traceAcquire(ctx, n, KindMutex, step.wait)
+		tctx, t := l.traceAcquire(ctx, n, KindMutex, step)
 		ls, err := t.done(l.acquire(tctx, n, step))
 		if err != nil {
 			ReleaseAll(context.WithoutCancel(ctx), leases)

@@ -58,7 +58,7 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (
 	if err != nil {
 		return nil, err
 	}
-	ctx, t := e.l.traceAcquire(ctx, e.name, KindLeader, s.wait)
+	ctx, t := e.l.traceAcquire(ctx, e.name, KindLeader, s)
 	if _, err := e.l.holdersOf(ctx, e.name, KindLeader, 0); err != nil {
 		return t.done(nil, err)
 	}

@@ -50,6 +50,8 @@ type AcquireInfo struct {
 	Kind Kind
 	// Wait is the call's wait bound: 0 for one attempt, Forever for none.
 	Wait time.Duration
+	// Owner is the holder description the call asks with (WithOwner).
+	Owner string
 	// Start is when the call began.
 	Start time.Time
 }
@@ -158,12 +160,12 @@ type acquireTrace struct {
 }
 
 // traceAcquire reports the start of an acquire call.
-func (l *Locker) traceAcquire(ctx context.Context, name string, kind Kind, wait time.Duration) (context.Context, *acquireTrace) {
+func (l *Locker) traceAcquire(ctx context.Context, name string, kind Kind, s settings) (context.Context, *acquireTrace) {
 	hp := l.hooks.Load()
 	if hp == nil {
 		return ctx, nil
 	}
-	t := &acquireTrace{hooks: *hp, info: AcquireInfo{Backend: l.backend, Name: name, Kind: kind, Wait: wait, Start: time.Now()}}
+	t := &acquireTrace{hooks: *hp, info: AcquireInfo{Backend: l.backend, Name: name, Kind: kind, Wait: s.wait, Owner: s.owner, Start: time.Now()}}
 	for _, h := range t.hooks {
 		if h.Acquiring != nil {
 			if c := h.Acquiring(ctx, t.info); c != nil {

@@ -68,7 +68,7 @@ func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, t := m.l.traceAcquire(ctx, m.name, KindWrite, s.wait)
+	ctx, t := m.l.traceAcquire(ctx, m.name, KindWrite, s)
 	return t.done(m.lock(ctx, s))
 }
 
@@ -125,7 +125,7 @@ func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, t := m.l.traceAcquire(ctx, m.name, KindRead, s.wait)
+	ctx, t := m.l.traceAcquire(ctx, m.name, KindRead, s)
 	return t.done(m.rlock(ctx, s))
 }
 

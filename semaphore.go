@@ -64,7 +64,7 @@ func (m *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error)
 	if err != nil {
 		return nil, err
 	}
-	ctx, t := m.l.traceAcquire(ctx, m.name, KindPermit, s.wait)
+	ctx, t := m.l.traceAcquire(ctx, m.name, KindPermit, s)
 	return t.done(m.acquire(ctx, s))
 }
 

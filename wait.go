@@ -42,7 +42,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, opts ...Option) (*Lea
 	if err != nil {
 		return nil, err
 	}
-	ctx, t := l.traceAcquire(ctx, name, KindMutex, s.wait)
+	ctx, t := l.traceAcquire(ctx, name, KindMutex, s)
 	ls, err := l.acquire(ctx, name, s)
 	return t.done(ls, err)
 }
@@ -55,7 +55,7 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*
 		return nil, err
 	}
 	s.wait = 0
-	ctx, t := l.traceAcquire(ctx, name, KindMutex, 0)
+	ctx, t := l.traceAcquire(ctx, name, KindMutex, s)
 	ls, err := l.acquire(ctx, name, s)
 	return t.done(ls, err)
 }

@@ -1,0 +1,174 @@
+package serve
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"html/template"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// cookieName is the dashboard's cookie: it carries a client token, set by
+// POST /login, accepted like the Authorization header.
+const cookieName = "dlock_token"
+
+// role is what a request may do.
+type role int
+
+const (
+	roleNone role = iota
+	roleClient
+	roleAdmin
+)
+
+// roleOf authenticates a request: an admin or client bearer token (header
+// or cookie), or a verified TLS client certificate (mTLS), which is a
+// client. The comparison takes the same time whatever the token.
+func (s *Server) roleOf(r *http.Request) (role, string) {
+	if tok := bearer(r); tok != "" {
+		if matchAny(tok, s.cfg.AdminTokens) {
+			return roleAdmin, "token:" + digest(tok)
+		}
+		if matchAny(tok, s.cfg.Tokens) {
+			return roleClient, "token:" + digest(tok)
+		}
+		return roleNone, ""
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		return roleClient, "cert:" + r.TLS.VerifiedChains[0][0].Subject.String()
+	}
+	if s.cfg.InsecureNoAuth {
+		return roleClient, "addr:" + remoteHost(r)
+	}
+	return roleNone, ""
+}
+
+func matchAny(tok string, set []string) bool {
+	found := 0
+	for _, t := range set {
+		found |= subtle.ConstantTimeCompare([]byte(tok), []byte(t))
+	}
+	return found == 1
+}
+
+// digest names a token in memory (the rate limiter's key) without
+// keeping the token itself.
+func digest(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:8])
+}
+
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// client wraps h: authenticated clients only, within their rate.
+func (s *Server) client(h http.HandlerFunc) http.HandlerFunc { return s.guard(roleClient, h) }
+
+// admin wraps h: admin tokens only.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc { return s.guard(roleAdmin, h) }
+
+func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, who := s.roleOf(r)
+		switch {
+		case got == roleNone:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="dlock"`)
+			writeProblem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized",
+				"a valid bearer token (Authorization: Bearer ...) or client certificate is required")
+			return
+		case got < need:
+			writeProblem(w, http.StatusForbidden, "forbidden", "Forbidden", "this operation needs an admin token")
+			return
+		}
+		if lim := s.limiter(who); !lim.Allow() {
+			w.Header().Set("Retry-After", retryAfter(time.Duration(float64(time.Second)/s.cfg.RatePerSecond)))
+			writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many requests",
+				"over this client's request rate; retry after the Retry-After seconds")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// limiter returns the client's token bucket. The map is bounded: past
+// 10,000 clients it starts over (a flood of new clients resets buckets,
+// it never grows memory without bound).
+func (s *Server) limiter(who string) *rate.Limiter {
+	s.limMu.Lock()
+	defer s.limMu.Unlock()
+	lim, ok := s.limiters[who]
+	if !ok {
+		if len(s.limiters) >= 10000 {
+			clear(s.limiters)
+		}
+		lim = rate.NewLimiter(rate.Limit(s.cfg.RatePerSecond), s.cfg.Burst)
+		s.limiters[who] = lim
+	}
+	return lim
+}
+
+// login checks the form's token and keeps it in the dashboard's cookie.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	tok := r.PostFormValue("token")
+	if !matchAny(tok, s.cfg.Tokens) && !matchAny(tok, s.cfg.AdminTokens) {
+		// The limiter slows guessing: one bucket per remote address.
+		if !s.limiter("login:" + remoteHost(r)).Allow() {
+			writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many requests", "too many failed logins")
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = loginPage.Execute(w, "That token is not valid.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: tok, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// page serves the dashboard, or the login form to a browser without a
+// valid token.
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Dashboard == nil {
+		writeProblem(w, http.StatusNotFound, "not-found", "No dashboard", "this server was started without the dashboard")
+		return
+	}
+	if got, _ := s.roleOf(r); got == roleNone {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = loginPage.Execute(w, "")
+		return
+	}
+	s.cfg.Dashboard.ServeHTTP(w, r)
+}
+
+func (s *Server) static(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Dashboard == nil {
+		http.NotFound(w, r)
+		return
+	}
+	s.cfg.Dashboard.ServeHTTP(w, r)
+}
+
+var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>dlock — sign in</title>
+<style>body{font:15px system-ui,sans-serif;margin:4em auto;max-width:24em}input{font:inherit;padding:.4em;width:100%;box-sizing:border-box;margin:.4em 0}</style></head>
+<body><h1>dlock</h1><p>Sign in with a client token (dlock serve --token-file).</p>
+{{if .}}<p role="alert"><strong>{{.}}</strong></p>{{end}}
+<form method="post" action="/login"><input type="password" name="token" autocomplete="current-password" autofocus>
+<input type="submit" value="Sign in"></form></body></html>
+`))

@@ -1,0 +1,248 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/dlockdev/dlock"
+)
+
+// Bounds of the dashboard's memory.
+const (
+	maxEvents      = 200 // recent events kept
+	maxTimeline    = 50  // grants kept per name
+	maxTimelines   = 500 // names with a timeline
+	streamMinGap   = 100 * time.Millisecond
+	streamInterval = 2 * time.Second
+)
+
+// boardEvent is one line of the dashboard's recent events.
+type boardEvent struct {
+	Time   time.Time `json:"time"`
+	Type   string    `json:"type"` // granted, released, lost, force-released
+	Name   string    `json:"name"`
+	Kind   string    `json:"kind"`
+	Fence  uint64    `json:"fence"`
+	Owner  string    `json:"owner"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// grantPoint is one grant on a name's fence timeline.
+type grantPoint struct {
+	Time  time.Time `json:"time"`
+	Fence uint64    `json:"fence"`
+	Owner string    `json:"owner"`
+}
+
+// waiterJSON is one acquire call waiting in this server.
+type waiterJSON struct {
+	Owner string     `json:"owner"`
+	Since *time.Time `json:"since,omitempty"`
+}
+
+// snapshot is what the dashboard shows.
+type snapshot struct {
+	Now      time.Time               `json:"now"`
+	Backend  string                  `json:"backend"`
+	Holders  []holderJSON            `json:"holders"`
+	Waiters  map[string][]waiterJSON `json:"waiters"`
+	Events   []boardEvent            `json:"events"`
+	Timeline map[string][]grantPoint `json:"timeline"`
+	Error    string                  `json:"error,omitempty"`
+}
+
+// board keeps the dashboard's state, fed by the Locker's hooks.
+type board struct {
+	backend string
+
+	mu       sync.Mutex
+	waiting  map[*dlock.AcquireInfo]struct{}
+	events   []boardEvent // newest last
+	timeline map[string][]grantPoint
+	order    []string      // timeline names, oldest first
+	changed  chan struct{} // closed and replaced on every change
+}
+
+func newBoard(backend string) *board {
+	return &board{backend: backend, waiting: map[*dlock.AcquireInfo]struct{}{},
+		timeline: map[string][]grantPoint{}, changed: make(chan struct{})}
+}
+
+type waitKey struct{}
+
+func (b *board) hooks() dlock.Hooks {
+	return dlock.Hooks{
+		Acquiring: func(ctx context.Context, info dlock.AcquireInfo) context.Context {
+			p := &info
+			b.mu.Lock()
+			b.waiting[p] = struct{}{}
+			b.touch()
+			b.mu.Unlock()
+			return context.WithValue(ctx, waitKey{}, p)
+		},
+		AcquireDone: func(ctx context.Context, ev dlock.AcquireEvent) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if p, ok := ctx.Value(waitKey{}).(*dlock.AcquireInfo); ok {
+				delete(b.waiting, p)
+			}
+			if ls := ev.Lease; ls != nil {
+				b.add(boardEvent{Time: time.Now(), Type: "granted", Name: ls.Name(), Kind: string(ls.Kind()), Fence: ls.Fence(), Owner: ls.Owner()})
+				b.grant(ls.Name(), grantPoint{Time: time.Now(), Fence: ls.Fence(), Owner: ls.Owner()})
+			}
+			b.touch()
+		},
+		Ended: func(ev dlock.EndEvent) {
+			ls := ev.Lease
+			typ := "released"
+			if ev.Reason != dlock.EndReleased {
+				typ = "lost"
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			e := boardEvent{Time: time.Now(), Type: typ, Name: ls.Name(), Kind: string(ls.Kind()), Fence: ls.Fence(), Owner: ls.Owner()}
+			if typ == "lost" {
+				e.Reason = ev.Reason
+			}
+			b.add(e)
+			b.touch()
+		},
+	}
+}
+
+// forceReleased records an admin's force-release.
+func (b *board) forceReleased(name string, evicted dlock.Holder, ok bool, newFence uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := boardEvent{Time: time.Now(), Type: "force-released", Name: name, Fence: newFence, Reason: "nothing held"}
+	if ok {
+		e.Kind, e.Owner, e.Reason = string(evicted.Kind), evicted.Owner, "evicted fence "+uitoa(evicted.Fence)
+	}
+	b.add(e)
+	b.touch()
+}
+
+func uitoa(u uint64) string {
+	var buf [20]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = byte('0' + u%10)
+		if u /= 10; u == 0 {
+			return string(buf[i:])
+		}
+	}
+}
+
+// add appends an event (b.mu held).
+func (b *board) add(e boardEvent) {
+	b.events = append(b.events, e)
+	if len(b.events) > maxEvents {
+		b.events = append(b.events[:0:0], b.events[len(b.events)-maxEvents:]...)
+	}
+}
+
+// grant appends a timeline point (b.mu held).
+func (b *board) grant(name string, p grantPoint) {
+	tl, seen := b.timeline[name]
+	if !seen {
+		b.order = append(b.order, name)
+		if len(b.order) > maxTimelines {
+			delete(b.timeline, b.order[0])
+			b.order = b.order[1:]
+		}
+	}
+	tl = append(tl, p)
+	if len(tl) > maxTimeline {
+		tl = tl[len(tl)-maxTimeline:]
+	}
+	b.timeline[name] = tl
+}
+
+// touch wakes the streams (b.mu held).
+func (b *board) touch() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// watch returns a channel closed at the next change.
+func (b *board) watch() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+// snapshot builds the dashboard's view: every holder on the backend, the
+// waiters in this server and the queue places in the listing, the recent
+// events and timelines.
+func (s *Server) snapshot(ctx context.Context) snapshot {
+	out := snapshot{Now: time.Now().UTC(), Backend: s.board.backend, Holders: []holderJSON{},
+		Waiters: map[string][]waiterJSON{}, Timeline: map[string][]grantPoint{}}
+	hs, err := s.l.List(ctx, "")
+	if err != nil {
+		out.Error = err.Error()
+	}
+	for _, h := range s.holders(hs, "") {
+		if h.Kind == string(dlock.KindQueue) {
+			out.Waiters[h.Name] = append(out.Waiters[h.Name], waiterJSON{Owner: h.Owner})
+			continue
+		}
+		out.Holders = append(out.Holders, h)
+	}
+	b := s.board
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for w := range b.waiting {
+		since := w.Start.UTC()
+		out.Waiters[w.Name] = append(out.Waiters[w.Name], waiterJSON{Owner: w.Owner, Since: &since})
+	}
+	out.Events = make([]boardEvent, 0, len(b.events))
+	for i := len(b.events) - 1; i >= 0; i-- {
+		out.Events = append(out.Events, b.events[i])
+	}
+	for name, tl := range b.timeline {
+		out.Timeline[name] = append([]grantPoint(nil), tl...)
+	}
+	return out
+}
+
+func (s *Server) dashboardSnapshot(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.snapshot(r.Context()))
+}
+
+// dashboardStream sends a snapshot at once, on every change (at most one
+// per streamMinGap) and every streamInterval.
+func (s *Server) dashboardStream(w http.ResponseWriter, r *http.Request) {
+	f, ok := sse(w)
+	if !ok {
+		return
+	}
+	tick := time.NewTicker(streamInterval)
+	defer tick.Stop()
+	for {
+		changed := s.board.watch()
+		if sendEvent(w, f, "snapshot", s.snapshot(r.Context())) != nil {
+			return
+		}
+		gap := time.NewTimer(streamMinGap)
+		select {
+		case <-gap.C:
+		case <-r.Context().Done():
+			gap.Stop()
+			return
+		case <-s.stop:
+			gap.Stop()
+			return
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-r.Context().Done():
+			return
+		case <-s.stop:
+			return
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package serve
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/dlockdev/dlock"
+)
+
+// endedKeep is how long the table remembers a lease that ended on its
+// own (lost), so that its client's next call is told "lost", not "unknown".
+const endedKeep = time.Minute
+
+// entry is one lease the server holds for a client.
+type entry struct {
+	id    string
+	lease *dlock.Lease
+	// lastSeen is the client's last renew (or the grant); streams counts
+	// its open events streams. Either keeps the lease.
+	lastSeen time.Time
+	streams  int
+	endedAt  time.Time // when the table saw the lease end; zero while held
+	granted  time.Time
+	permits  int // a semaphore permit's semaphore size
+}
+
+// leaseTable maps lease ids (random, never the backend token) to leases.
+type leaseTable struct {
+	mu sync.Mutex
+	m  map[string]*entry
+}
+
+func newLeaseTable() *leaseTable { return &leaseTable{m: map[string]*entry{}} }
+
+// add stores a new lease and returns its id: 128 bits from crypto/rand.
+func (t *leaseTable) add(ls *dlock.Lease, permits int) *entry {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	now := time.Now()
+	e := &entry{id: hex.EncodeToString(b[:]), lease: ls, lastSeen: now, granted: now, permits: permits}
+	t.mu.Lock()
+	t.m[e.id] = e
+	t.mu.Unlock()
+	return e
+}
+
+func (t *leaseTable) get(id string) (*entry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.m[id]
+	return e, ok
+}
+
+// touch records a sign of life from the lease's client.
+func (t *leaseTable) touch(e *entry) {
+	t.mu.Lock()
+	e.lastSeen = time.Now()
+	t.mu.Unlock()
+}
+
+// stream counts an events stream opening (+1) or closing (-1); a closing
+// stream counts as a sign of life, so the TTL runs from then.
+func (t *leaseTable) stream(e *entry, delta int) {
+	t.mu.Lock()
+	e.streams += delta
+	e.lastSeen = time.Now()
+	t.mu.Unlock()
+}
+
+func (t *leaseTable) remove(id string) {
+	t.mu.Lock()
+	delete(t.m, id)
+	t.mu.Unlock()
+}
+
+// abandoned returns the held leases whose client showed no sign of life
+// for their TTL, and forgets ended leases after endedKeep.
+func (t *leaseTable) abandoned(now time.Time) []*entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*entry
+	for id, e := range t.m {
+		if e.lease.Err() != nil {
+			if e.endedAt.IsZero() {
+				e.endedAt = now
+			} else if now.Sub(e.endedAt) > endedKeep {
+				delete(t.m, id)
+			}
+			continue
+		}
+		if e.streams == 0 && now.Sub(e.lastSeen) > e.lease.TTL() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// drain forgets every lease and returns the held ones.
+func (t *leaseTable) drain() []*dlock.Lease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*dlock.Lease
+	for id, e := range t.m {
+		if e.lease.Err() == nil {
+			out = append(out, e.lease)
+		}
+		delete(t.m, id)
+	}
+	return out
+}
+
+// ages returns the grant time of every held lease, by name and fence.
+func (t *leaseTable) ages() map[ageKey]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[ageKey]time.Time, len(t.m))
+	for _, e := range t.m {
+		if e.endedAt.IsZero() {
+			out[ageKey{e.lease.Name(), e.lease.Fence()}] = e.granted
+		}
+	}
+	return out
+}
+
+// ageKey identifies a grant in a listing.
+type ageKey struct {
+	name  string
+	fence uint64
+}

@@ -1,0 +1,168 @@
+// Package serve is dlock's HTTP service: fenced leases over HTTP/JSON for
+// programs in any language, a Server-Sent Events stream that pushes the
+// loss of a lease the moment the server learns it, list, inspect and
+// force-release, elections and semaphores, the dashboard's data, and the
+// OpenAPI document. `dlock serve` runs it; docs/serve.md is its manual.
+//
+// The server holds each lease on the client's behalf with the library
+// (watchdog, fence, loss detection), and keeps it only while its client
+// shows it is alive: an open events stream, or a renew at least once per
+// TTL. A client that vanishes loses its lease within its TTL.
+package serve
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/dlockdev/dlock"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxBodyBytes bounds a request body.
+	DefaultMaxBodyBytes = 64 << 10
+	// DefaultRatePerSecond and DefaultBurst bound each client's requests.
+	DefaultRatePerSecond = 100
+	DefaultBurst         = 200
+)
+
+// Config configures a Server.
+type Config struct {
+	// Locker is the backend the server hands out leases from (required).
+	// The server adds its Hooks to it.
+	Locker *dlock.Locker
+	// Tokens are the client bearer tokens; AdminTokens may also
+	// force-release, and are valid as client tokens too.
+	Tokens      []string
+	AdminTokens []string
+	// InsecureNoAuth serves clients without authentication. The CLI
+	// allows it only on a loopback listener.
+	InsecureNoAuth bool
+	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// RatePerSecond and Burst bound each client's (token's, or remote
+	// address's) requests (defaults DefaultRatePerSecond, DefaultBurst).
+	RatePerSecond float64
+	Burst         int
+	// Metrics, when set, is served at /metrics (client auth applies).
+	Metrics http.Handler
+	// Dashboard, when set, is served at / and /static/ (package
+	// serve/dashboard).
+	Dashboard http.Handler
+	// Logger receives one line per failed request and per lease the
+	// server gives up; nil discards. Tokens never reach it.
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API. It is an http.Handler; Close releases every
+// lease it holds and ends its streams.
+type Server struct {
+	cfg    Config
+	l      *dlock.Locker
+	log    *slog.Logger
+	mux    *http.ServeMux
+	routes []string // "METHOD /pattern", for the OpenAPI check
+
+	leases *leaseTable
+	board  *board
+
+	limMu    sync.Mutex
+	limiters map[string]*rate.Limiter
+
+	stop    chan struct{}
+	closing sync.Once
+	bg      sync.WaitGroup
+}
+
+// New checks cfg and builds the Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Locker == nil {
+		return nil, errors.New("serve: Config.Locker is nil")
+	}
+	if !cfg.InsecureNoAuth && len(cfg.Tokens) == 0 && len(cfg.AdminTokens) == 0 {
+		return nil, errors.New("serve: no client token given (Config.Tokens); set InsecureNoAuth to serve without authentication")
+	}
+	for _, t := range append(append([]string{}, cfg.Tokens...), cfg.AdminTokens...) {
+		if len(t) < 16 {
+			return nil, errors.New("serve: a token is shorter than 16 characters; use a random one (e.g. openssl rand -hex 32)")
+		}
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.RatePerSecond <= 0 {
+		cfg.RatePerSecond = DefaultRatePerSecond
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = DefaultBurst
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, l: cfg.Locker, log: log, mux: http.NewServeMux(),
+		limiters: map[string]*rate.Limiter{}, stop: make(chan struct{})}
+	s.leases = newLeaseTable()
+	s.board = newBoard(cfg.Locker.Backend())
+	cfg.Locker.AddHooks(s.board.hooks())
+	s.routesInit()
+	s.bg.Add(1)
+	go s.reap()
+	return s, nil
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close releases every lease the server holds (token-checked, best
+// effort), ends the events streams and stops the background work. The
+// Locker stays open: it is the caller's.
+func (s *Server) Close() error {
+	var err error
+	s.closing.Do(func() {
+		close(s.stop)
+		s.bg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = dlock.ReleaseAll(ctx, s.leases.drain())
+		if errors.Is(err, dlock.ErrLost) || errors.Is(err, dlock.ErrReleased) {
+			err = nil
+		}
+	})
+	return err
+}
+
+// reap releases the leases whose client has gone: no open events stream
+// and no renew within the lease's TTL.
+func (s *Server) reap() {
+	defer s.bg.Done()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			for _, e := range s.leases.abandoned(now) {
+				s.log.Info("dlock serve: client gone, releasing", "name", e.lease.Name(), "fence", e.lease.Fence())
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = e.lease.Release(ctx)
+				cancel()
+				s.leases.remove(e.id)
+			}
+		}
+	}
+}
+
+// Routes lists the server's routes as "METHOD /pattern" (Go ServeMux
+// patterns), for documentation and the OpenAPI check.
+func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
