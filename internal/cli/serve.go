@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/dlockdev/dlock/metrics"
+	"github.com/dlockdev/dlock/serve"
+	"github.com/dlockdev/dlock/serve/dashboard"
+)
+
+// Environment variables of dlock serve: tokens, for deployments that pass
+// secrets as environment rather than files.
+const (
+	envServeToken      = "DLOCK_SERVE_TOKEN"
+	envServeAdminToken = "DLOCK_SERVE_ADMIN_TOKEN"
+)
+
+type serveOptions struct {
+	url            string
+	listen         string
+	tokenFile      string
+	adminTokenFile string
+	insecureNoAuth bool
+	tlsCert        string
+	tlsKey         string
+	clientCA       string
+}
+
+const serveLong = `Serve fenced leases over HTTP/JSON to programs in any language, with a live
+dashboard at / and Prometheus metrics at /metrics. docs/serve.md has every endpoint
+and a curl walkthrough; /openapi.json is the OpenAPI document.
+
+Clients authenticate with a bearer token (--token-file, one per line, or
+$DLOCK_SERVE_TOKEN) or a TLS client certificate signed by --client-ca (mTLS).
+Force-release needs an admin token (--admin-token-file or $DLOCK_SERVE_ADMIN_TOKEN).
+--insecure-no-auth serves without authentication, and only on a loopback address.
+
+The server holds each lease for its client while the client shows it is alive (an
+open events stream, or a renew within the TTL); a client that vanishes loses its
+lease within its TTL. SIGINT or SIGTERM releases every lease and stops.`
+
+func newServeCmd(g *globalOptions, io *IO) *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "Serve fenced leases over HTTP, with a dashboard and metrics",
+		Long:  serveLong,
+		Example: `  DLOCK_SERVE_TOKEN=$(openssl rand -hex 32) dlock serve --url redis://10.0.0.5:6379
+  dlock serve --listen :7443 --tls-cert srv.pem --tls-key srv.key --client-ca ca.pem --admin-token-file admin.txt
+  dlock serve --insecure-no-auth     # loopback only: a local tryout`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.url = g.URL
+			return runServe(cmd.Context(), o, io)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "127.0.0.1:7070", "address to listen on")
+	f.StringVar(&o.tokenFile, "token-file", "", "file of client bearer tokens, one per line")
+	f.StringVar(&o.adminTokenFile, "admin-token-file", "", "file of admin bearer tokens (force-release), one per line")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without authentication (loopback addresses only)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "the certificate's private key (PEM)")
+	f.StringVar(&o.clientCA, "client-ca", "", "require client certificates signed by this CA (PEM): mTLS")
+	return cmd
+}
+
+// tokens reads a token file and an environment variable; "" file is none.
+func readTokens(file, env string) ([]string, error) {
+	var out []string
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usageErr("token file: %v", err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+				out = append(out, t)
+			}
+		}
+		if len(out) == 0 {
+			return nil, usageErr("token file %s holds no token", file)
+		}
+	}
+	if t := strings.TrimSpace(os.Getenv(env)); t != "" {
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func (o *serveOptions) check() error {
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return usageErr("--tls-cert and --tls-key go together")
+	}
+	if o.clientCA != "" && o.tlsCert == "" {
+		return usageErr("--client-ca needs --tls-cert and --tls-key (mTLS is TLS)")
+	}
+	host, _, err := net.SplitHostPort(o.listen)
+	if err != nil {
+		return usageErr("--listen %q: %v", o.listen, err)
+	}
+	if o.insecureNoAuth && !isLoopback(host) {
+		return usageErr("--insecure-no-auth serves anyone who can connect: it is allowed only on a loopback address, not --listen %q", o.listen)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (o *serveOptions) tlsConfig() (*tls.Config, error) {
+	if o.tlsCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return nil, usageErr("--tls-cert/--tls-key: %v", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if o.clientCA != "" {
+		pem, err := os.ReadFile(o.clientCA)
+		if err != nil {
+			return nil, usageErr("--client-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usageErr("--client-ca %s holds no PEM certificate", o.clientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+func runServe(ctx context.Context, o *serveOptions, io *IO) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	tokens, err := readTokens(o.tokenFile, envServeToken)
+	if err != nil {
+		return err
+	}
+	admins, err := readTokens(o.adminTokenFile, envServeAdminToken)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := o.tlsConfig()
+	if err != nil {
+		return err
+	}
+	if len(tokens)+len(admins) == 0 && !o.insecureNoAuth && (tlsCfg == nil || tlsCfg.ClientCAs == nil) {
+		return usageErr("no authentication: give --token-file (or $%s), --client-ca, or --insecure-no-auth on loopback", envServeToken)
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	l, err := openLocker(ctx, o.url)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := metrics.Instrument(l, reg); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(io.Err, nil))
+	srv, err := serve.New(serve.Config{
+		Locker: l, Tokens: tokens, AdminTokens: admins,
+		InsecureNoAuth: o.insecureNoAuth || (len(tokens)+len(admins) == 0 && tlsCfg != nil && tlsCfg.ClientCAs != nil),
+		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Dashboard:      dashboard.Handler(), Logger: log,
+	})
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("dlock serve: %w", err)
+	}
+	hs := &http.Server{Handler: srv, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(io.Err, "dlock serve: %s://%s, backend %s (dashboard at /, metrics at /metrics)\n", scheme, ln.Addr(), l.Backend())
+	errc := make(chan error, 1)
+	go func() {
+		if tlsCfg != nil {
+			errc <- hs.ServeTLS(ln, "", "")
+		} else {
+			errc <- hs.Serve(ln)
+		}
+	}()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+	}
+	// Release every lease first: streams end, so Shutdown does not wait on them.
+	cerr := srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("dlock serve: %w", err)
+	}
+	fmt.Fprintln(io.Err, "dlock serve: stopped; leases released")
+	return cerr
+}
