@@ -365,17 +365,10 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	s.cfg.Metrics.ServeHTTP(w, r)
 }
 
-// bearer returns the request's token: the Authorization header's, else
-// the dashboard's cookie.
+// bearer returns the Authorization header's bearer token.
 func bearer(r *http.Request) string {
-	if h := r.Header.Get("Authorization"); h != "" {
-		if t, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return strings.TrimSpace(t)
-		}
-		return ""
-	}
-	if c, err := r.Cookie(cookieName); err == nil {
-		return c.Value
+	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(t)
 	}
 	return ""
 }

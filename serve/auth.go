@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -12,9 +13,21 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// cookieName is the dashboard's cookie: it carries a client token, set by
-// POST /login, accepted like the Authorization header.
-const cookieName = "dlock_token"
+// cookieName is the dashboard's cookie: a random session id set by POST
+// /login (never the token itself), accepted like the Authorization
+// header for sessionTTL.
+const (
+	cookieName  = "dlock_token"
+	sessionTTL  = 12 * time.Hour
+	maxSessions = 10000
+)
+
+// session is a signed-in browser.
+type session struct {
+	role    role
+	who     string
+	expires time.Time
+}
 
 // role is what a request may do.
 type role int
@@ -29,6 +42,14 @@ const (
 // or cookie), or a verified TLS client certificate (mTLS), which is a
 // client. The comparison takes the same time whatever the token.
 func (s *Server) roleOf(r *http.Request) (role, string) {
+	if c, err := r.Cookie(cookieName); err == nil && r.Header.Get("Authorization") == "" {
+		s.sessMu.Lock()
+		ss, ok := s.sessions[c.Value]
+		s.sessMu.Unlock()
+		if ok && time.Now().Before(ss.expires) {
+			return ss.role, ss.who
+		}
+	}
 	if tok := bearer(r); tok != "" {
 		if matchAny(tok, s.cfg.AdminTokens) {
 			return roleAdmin, "token:" + digest(tok)
@@ -130,12 +151,38 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		_ = loginPage.Execute(w, "That token is not valid.")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: tok, Path: "/", HttpOnly: true,
+	rl, who := roleClient, "token:"+digest(tok)
+	if matchAny(tok, s.cfg.AdminTokens) {
+		rl = roleAdmin
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	s.sessMu.Lock()
+	if len(s.sessions) >= maxSessions {
+		now := time.Now()
+		for k, v := range s.sessions {
+			if now.After(v.expires) {
+				delete(s.sessions, k)
+			}
+		}
+		if len(s.sessions) >= maxSessions {
+			clear(s.sessions)
+		}
+	}
+	s.sessions[id] = session{role: rl, who: who, expires: time.Now().Add(sessionTTL)}
+	s.sessMu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, MaxAge: int(sessionTTL / time.Second),
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(cookieName); err == nil {
+		s.sessMu.Lock()
+		delete(s.sessions, c.Value)
+		s.sessMu.Unlock()
+	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/", http.StatusSeeOther)

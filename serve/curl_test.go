@@ -1,0 +1,43 @@
+package serve_test
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestCurlWalkthrough runs the curl walkthrough of docs/serve.md, as
+// written, against a real server, and checks what it prints.
+func TestCurlWalkthrough(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("DLOCK_TEST_REQUIRE_SERVERS") == "1" {
+			t.Fatal("curl is not installed (DLOCK_TEST_REQUIRE_SERVERS=1)")
+		}
+		t.Skip("curl is not installed")
+	}
+	doc, err := os.ReadFile("../docs/serve.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## A walkthrough with curl")
+	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(section)
+	if !ok || m == nil {
+		t.Fatal("docs/serve.md has no sh block under \"A walkthrough with curl\"")
+	}
+	e := newEnv(t, "mem://curl-walkthrough", nil)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", m[1])
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "DLOCK_SERVE="+e.url, "TOKEN="+clientTok, "ADMIN_TOKEN="+adminTok)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the walkthrough failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{`"fence":1,`, "fence 1\n", "second client: 409\n", `"new_fence":`,
+		"event: held\nevent: lost\n", `"reason":"force-released"`, "\n410\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the walkthrough's output lacks %q:\n%s", want, out)
+		}
+	}
+}
