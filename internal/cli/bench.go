@@ -45,6 +45,10 @@ type benchOptions struct {
 	Semaphore  int
 	Goroutines int
 	Hold       time.Duration
+	// Serve measures the HTTP API (dlock serve) against the library in
+	// the same run, with Streams concurrent events streams.
+	Serve   bool
+	Streams int
 	// Exe is the dlock binary that runs the leaders of Election; ""
 	// means this executable.
 	Exe string
@@ -111,7 +115,14 @@ more), and far less where a lease ends with its session.
 --semaphore N runs --goroutines goroutines (default 16), each with its own
 Locker, on one semaphore of N permits for --duration: Acquire (waiting),
 hold --hold (default 1ms), Release, pause 1 ms; it prints permits granted
-per second, the wait p50/p99, and the most holders seen at once (at most N).`
+per second, the wait p50/p99, and the most holders seen at once (at most N).
+
+--serve starts dlock serve in this process on a loopback port over the backend
+and runs the uncontended and contended workloads (--goroutines, --duration)
+through its HTTP API and through the library directly, in the same run: cycles/s,
+p50/p99, the HTTP/library ratio and the server's overhead per cycle. Then it
+opens --streams events streams (default 1000), one per lease, ends the leases
+(half released, half force-released) and times each stream's event.`
 
 func newBenchCmd(g *globalOptions, io *IO) *cobra.Command {
 	opts := &benchOptions{}
@@ -141,6 +152,8 @@ func addBenchFlags(cmd *cobra.Command, opts *benchOptions) {
 	f.IntVar(&opts.Leases, "leases", 0, "hold this many leases on one Locker and count the refresh traffic")
 	f.BoolVar(&opts.Election, "election", false, "measure leader failover: SIGKILL a `dlock elect` leader, time the next term")
 	f.IntVar(&opts.Rounds, "rounds", defaultBenchRounds, "with --election: failovers to measure")
+	f.BoolVar(&opts.Serve, "serve", false, "measure the HTTP API (dlock serve) against the library, and --streams events streams")
+	f.IntVar(&opts.Streams, "streams", 1000, "with --serve: concurrent events streams (-1: none)")
 	f.IntVar(&opts.Semaphore, "semaphore", 0, "measure a semaphore of this many permits under contention")
 	f.IntVar(&opts.Goroutines, "goroutines", defaultBenchWorkers, "with --semaphore: goroutines, each with its own Locker")
 	f.DurationVar(&opts.Hold, "hold", time.Millisecond, "with --semaphore: how long each grant is held")
@@ -161,6 +174,8 @@ func runBench(ctx context.Context, opts *benchOptions, io *IO) error {
 		return runBenchLeases(ctx, opts, io)
 	case opts.Compare:
 		return runBenchCompare(ctx, opts, io)
+	case opts.Serve:
+		return runBenchServe(ctx, opts, io)
 	}
 	return runBenchAlone(ctx, opts, io)
 }
@@ -188,7 +203,7 @@ func (o *benchOptions) check() error {
 	case !o.Compare && (o.Format != "table" || o.SVG != ""):
 		return usageErr("--format and --svg need --compare")
 	case o.modes() > 1:
-		return usageErr("--compare, --leases, --election and --semaphore are separate runs: give one")
+		return usageErr("--compare, --leases, --election, --semaphore and --serve are separate runs: give one")
 	case o.Rounds < 1 || o.Rounds > maxBenchRounds:
 		return usageErr("--rounds %d is outside [1, %d]", o.Rounds, maxBenchRounds)
 	case o.Semaphore < 0 || o.Semaphore > dlock.MaxPermits:
@@ -206,7 +221,7 @@ func (o *benchOptions) check() error {
 // modes counts the runs the options ask for besides the default one.
 func (o *benchOptions) modes() int {
 	n := 0
-	for _, on := range []bool{o.Compare, o.Leases > 0, o.Election, o.Semaphore > 0} {
+	for _, on := range []bool{o.Compare, o.Leases > 0, o.Election, o.Semaphore > 0, o.Serve} {
 		if on {
 			n++
 		}

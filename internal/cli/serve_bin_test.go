@@ -93,3 +93,15 @@ func TestServeTakesAndReleasesLeases(t *testing.T) {
 		t.Fatalf("the lease outlived the server: %s", r.stdout)
 	}
 }
+
+// TestBenchServe: dlock bench --serve runs the HTTP and library sides and
+// the events streams, and prints the ratio and every stream's event.
+func TestBenchServe(t *testing.T) {
+	r := runBin(t, []string{"DLOCK_URL=" + fileURL(t)}, "bench", "--serve", "--duration", "200ms", "--streams", "20")
+	if r.code != 0 || !strings.Contains(r.stdout, "the library's cycles/s") || !strings.Contains(r.stdout, "lost events by reason") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runBin(t, []string{"DLOCK_URL=" + fileURL(t)}, "bench", "--serve", "--streams", "-5"); r.code != 2 || !strings.Contains(r.stderr, "-5") {
+		t.Fatalf("--streams -5: exit %d %s", r.code, r.stderr)
+	}
+}
