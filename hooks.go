@@ -112,7 +112,8 @@ const EndReleased = "released"
 type EndEvent struct {
 	Backend string
 	Lease   *Lease
-	// Held is how long the lease was held, from its grant.
+	// Held is how long the lease was held, from the end of the acquire
+	// call that returned it.
 	Held time.Duration
 	// Reason is EndReleased or the loss's reason (LostError.Reason).
 	Reason string
@@ -184,7 +185,7 @@ func (t *acquireTrace) done(ls *Lease, err error) (*Lease, error) {
 	}
 	ev := AcquireEvent{AcquireInfo: t.info, Waited: time.Since(t.info.Start), Lease: ls, Err: err, Outcome: outcome(err)}
 	if ls != nil {
-		ls.hooks = t.hooks
+		ls.hooks, ls.granted = t.hooks, time.Now()
 	}
 	for _, h := range t.hooks {
 		if h.AcquireDone != nil {

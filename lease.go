@@ -48,8 +48,9 @@ type Lease struct {
 	// shown, when set, is the fence Fence reports instead of fence: a
 	// read grant's, taken from its RWMutex's gate (see RWMutex.RLock).
 	shown atomic.Uint64
-	// granted is when the grant was confirmed; hooks and reported are
-	// the Locker's hooks for a lease a user call returned (hooks.go).
+	// granted, hooks and reported are set for a lease a user call
+	// returned to a Locker with hooks (hooks.go): when AcquireDone saw
+	// it, the hooks, and whether its end is still to report.
 	granted  time.Time
 	hooks    []Hooks
 	reported atomic.Int32
@@ -92,7 +93,7 @@ func newLease(l leaseHost, req driver.Request, g driver.Grant, sent time.Time, a
 		host: l, name: req.Name, token: req.Token, owner: req.Owner,
 		fence: g.Fence, auto: auto, ttl: ttl,
 		expires: sent.Add(ttl - driver.ClockDrift(ttl)),
-		done:    make(chan struct{}), granted: time.Now(),
+		done:    make(chan struct{}),
 	}
 }
 
