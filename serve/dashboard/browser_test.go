@@ -1,0 +1,486 @@
+package dashboard_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/testserver"
+	_ "github.com/dlockdev/dlock/memlock"
+	"github.com/dlockdev/dlock/serve"
+	"github.com/dlockdev/dlock/serve/dashboard"
+)
+
+const (
+	clientToken = "client-token-for-the-dashboard-test"
+	adminToken  = "admin-token-for-the-dashboard-test"
+	// xssName is a valid lock name (printable, no control characters) that
+	// runs script if the page ever parses a name as markup.
+	xssName = `<img src=x onerror=alert(1)>`
+	// waitUI bounds each wait for the page: the stream pushes a change
+	// within ~100 ms and a snapshot every 2 s.
+	waitUI = 10 * time.Second
+)
+
+// TestDashboardInBrowser drives the real page in Chromium against the real
+// server on the memory backend: it signs in with the form, then takes,
+// releases and force-releases locks through the HTTP API and watches the
+// page follow over the live stream.
+func TestDashboardInBrowser(t *testing.T) {
+	chromium := chromiumPath(t)
+	api := startServer(t)
+	ctx := startBrowser(t, chromium)
+
+	dialogs := watchDialogs(ctx)
+	signIn(t, ctx, api.base)
+	waitJS(t, ctx, "the stream is live", `document.getElementById("status").textContent === "live"`)
+
+	// A lock taken through the API shows as a row with its owner and fence.
+	report := api.acquire(t, "report", "test/report")
+	waitVisible(t, ctx, `tr[data-name="report"]`)
+	if got := text(t, ctx, `tr[data-name="report"] td.fence`); got != fmt.Sprint(report.Fence) {
+		t.Errorf("report's fence cell = %q, want %d", got, report.Fence)
+	}
+	if got := text(t, ctx, `tr[data-name="report"] td.owner`); got != "test/report" {
+		t.Errorf("report's owner cell = %q, want test/report", got)
+	}
+	if got := text(t, ctx, `tr[data-name="report"] td.ttl`); !strings.HasSuffix(got, " s") && !strings.HasSuffix(got, "s") {
+		t.Errorf("report's TTL cell = %q, want a countdown in seconds", got)
+	}
+	waitVisible(t, ctx, `#events li[data-type="granted"][data-name="report"]`)
+	waitVisible(t, ctx, `#timeline figure[data-name="report"] circle`)
+
+	// A waiter queued behind a holder shows under the name.
+	deploy := api.acquire(t, "deploy", "ci/1")
+	waiter := api.acquireAsync(t, "deploy", "ci/2")
+	waitVisible(t, ctx, `#waiters [data-name="deploy"] li[data-owner="ci/2"]`)
+
+	// Released: the row goes, a released event comes.
+	api.release(t, report.LeaseID)
+	waitNotPresent(t, ctx, `tr[data-name="report"]`)
+	waitVisible(t, ctx, `#events li[data-type="released"][data-name="report"]`)
+
+	// The waiter gets the lock when its holder lets go.
+	api.release(t, deploy.LeaseID)
+	if l := <-waiter; l.Owner != "ci/2" {
+		t.Errorf("the waiter's lease has owner %q, want ci/2", l.Owner)
+	}
+	waitVisible(t, ctx, `tr[data-name="deploy"][data-owner="ci/2"]`)
+	waitNotPresent(t, ctx, `#waiters [data-name="deploy"]`)
+
+	// An admin evicts a holder: a highlighted force-released event.
+	api.acquire(t, "nightly", "cron/7")
+	waitVisible(t, ctx, `tr[data-name="nightly"]`)
+	api.forceRelease(t, "nightly")
+	waitVisible(t, ctx, `#events li.ev-force-released[data-type="force-released"][data-name="nightly"]`)
+	waitNotPresent(t, ctx, `tr[data-name="nightly"]`)
+
+	// Semaphore permits show as one row each, with the permit number.
+	api.acquirePermit(t, "pool", "worker/1", 3)
+	api.acquirePermit(t, "pool", "worker/2", 3)
+	waitJS(t, ctx, "two permit rows for pool", `document.querySelectorAll('tr[data-name="pool"][data-kind="permit"]').length === 2`)
+	if got := text(t, ctx, `tr[data-name="pool"] .kind`); !strings.HasPrefix(got, "permit ") || !strings.HasSuffix(got, "/3") {
+		t.Errorf("pool's kind cell = %q, want permit K/3", got)
+	}
+
+	checkEscapes(t, ctx, api)
+
+	if n := len(dialogs()); n > 0 {
+		t.Errorf("the page opened %d JavaScript dialogs: %q", n, dialogs())
+	}
+	if got := text(t, ctx, "#status"); got != "live" {
+		t.Errorf("#status = %q at the end, want live", got)
+	}
+	saveScreenshot(t, ctx)
+
+	checkPolling(t, ctx, api)
+}
+
+// checkPolling opens a second tab that cannot reach the stream (the
+// browser blocks its URL): the page must fall back to polling
+// GET /v1/dashboard and still follow the server.
+func checkPolling(t *testing.T, browser context.Context, api *apiClient) {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatalf("network.enable: %v", err)
+	}
+	block := []*network.BlockPattern{{URLPattern: "*://*:*/v1/dashboard/stream", Block: true}}
+	if _, err := chromedp.Call(ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{URLPatterns: block}); err != nil {
+		t.Fatalf("block the stream: %v", err)
+	}
+	if err := do(ctx, chromedp.Navigate(api.base+"/")); err != nil {
+		t.Fatalf("open the dashboard in a second tab: %v", err)
+	}
+	waitJS(t, ctx, "the page to poll", `document.getElementById("status").textContent === "polling"`)
+	api.acquire(t, "polled", "poller/1")
+	waitVisible(t, ctx, `tr[data-name="polled"]`)
+}
+
+// checkEscapes takes a lock whose name is markup and checks that the page
+// shows it as text everywhere and runs none of it.
+func checkEscapes(t *testing.T, ctx context.Context, api *apiClient) {
+	t.Helper()
+	api.acquire(t, xssName, `<b>owner</b>`)
+	name, _ := json.Marshal(xssName)
+	waitJS(t, ctx, "the row of the markup-named lock", fmt.Sprintf(
+		`[...document.querySelectorAll("#holders tr")].some(tr => tr.dataset.name === %s)`, name))
+	got := evalJS[[]string](t, ctx, fmt.Sprintf(`(() => {
+		const tr = [...document.querySelectorAll("#holders tr")].find(tr => tr.dataset.name === %s);
+		return [tr.querySelector("td.name").textContent, tr.querySelector("td.owner").textContent];
+	})()`, name))
+	if len(got) != 2 || got[0] != xssName || got[1] != "<b>owner</b>" {
+		t.Errorf("name and owner cells = %q, want %q and %q as text", got, xssName, "<b>owner</b>")
+	}
+	waitJS(t, ctx, "the markup-named lock's event and timeline", fmt.Sprintf(
+		`[...document.querySelectorAll("#events li, #timeline figure")].filter(n => n.dataset.name === %s).length >= 2`, name))
+	if n := evalJS[int](t, ctx, `document.querySelectorAll('img[src="x"], [onerror], #holders b, #events b').length`); n != 0 {
+		t.Errorf("the page made %d elements out of a lock name or owner", n)
+	}
+}
+
+// chromiumPath finds Debian's chromium, or skips (fails in CI).
+func chromiumPath(t *testing.T) string {
+	for _, p := range []string{"chromium", "/usr/bin/chromium"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv(testserver.EnvRequire) == "1" {
+		t.Fatalf("chromium not found, and %s=1 (apt-get install chromium)", testserver.EnvRequire)
+	}
+	t.Skip("chromium not found (apt-get install chromium); skipping the browser test")
+	return ""
+}
+
+// startBrowser starts headless Chromium with the flags an offline machine
+// needs (without them it stalls on network calls), in a fresh profile.
+func startBrowser(t *testing.T, chromium string) context.Context {
+	var out bytes.Buffer
+	var mu sync.Mutex
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+		chromedp.CombinedOutput(lockedWriter{&mu, &out}),
+	)
+	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("chromium output:\n%s", out.String())
+			mu.Unlock()
+		}
+	})
+	// The first Run starts the browser; it must have no deadline.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium %s: %v", chromium, err)
+	}
+	return ctx
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+// watchDialogs records (and dismisses) every alert, confirm or prompt:
+// the page must never open one.
+func watchDialogs(ctx context.Context) func() []string {
+	var mu sync.Mutex
+	var seen []string
+	events := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range events {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			seen = append(seen, ev.Message)
+			mu.Unlock()
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{})
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
+// signIn opens the dashboard unauthenticated, gets the login form, and
+// submits the client token.
+func signIn(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	if err := do(ctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatalf("open %s: %v", base, err)
+	}
+	waitVisible(t, ctx, `input[name="token"]`)
+	if err := do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), clientToken),
+		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
+	); err != nil {
+		t.Fatalf("submit the login form: %v", err)
+	}
+	waitVisible(t, ctx, `#holders`)
+}
+
+func saveScreenshot(t *testing.T, ctx context.Context) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	dir := os.Getenv("DLOCK_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "dlock-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("artifacts: %v", err)
+	}
+	path := filepath.Join(dir, "dashboard.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatalf("artifacts: %v", err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// --- waiting on the page ---------------------------------------------------
+
+// do runs steps with the per-step bound; the browser's own context has none.
+func do(ctx context.Context, steps ...chromedp.Action[chromedp.Void]) error {
+	ctx, cancel := context.WithTimeout(ctx, waitUI)
+	defer cancel()
+	return chromedp.Do(ctx, steps...)
+}
+
+func waitVisible(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	if err := do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
+		t.Fatalf("wait for %s to show: %v\n%s", sel, err, pageState(ctx))
+	}
+}
+
+func waitNotPresent(t *testing.T, ctx context.Context, sel string) {
+	t.Helper()
+	if err := do(ctx, chromedp.WaitNotPresent(chromedp.CSS(sel))); err != nil {
+		t.Fatalf("wait for %s to go: %v\n%s", sel, err, pageState(ctx))
+	}
+}
+
+func waitJS(t *testing.T, ctx context.Context, what, cond string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, waitUI)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(waitUI))); err != nil {
+		t.Fatalf("wait for %s (%s): %v\n%s", what, cond, err, pageState(ctx))
+	}
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, waitUI)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, waitUI)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// pageState is what a failed wait prints: the status and the tables' text.
+func pageState(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`["status", "holders", "waiters", "events"].map(id => {
+		const n = document.getElementById(id);
+		return id + ": " + (n ? n.innerText.replace(/\s+/g, " ").slice(0, 600) : "(missing)");
+	}).join("\n") + "\nurl: " + location.href`))
+	if err != nil {
+		return fmt.Sprintf("(page state unavailable: %v)", err)
+	}
+	return s
+}
+
+// --- the server and its HTTP API -------------------------------------------
+
+type apiClient struct {
+	base string
+	wg   sync.WaitGroup
+}
+
+type lease struct {
+	LeaseID string `json:"lease_id"`
+	Name    string `json:"name"`
+	Owner   string `json:"owner"`
+	Fence   uint64 `json:"fence"`
+}
+
+func startServer(t *testing.T) *apiClient {
+	t.Helper()
+	locker, err := dlock.Open(context.Background(), "mem://dash-test")
+	if err != nil {
+		t.Fatalf("open mem://dash-test: %v", err)
+	}
+	srv, err := serve.New(serve.Config{
+		Locker:      locker,
+		Tokens:      []string{clientToken},
+		AdminTokens: []string{adminToken},
+		Dashboard:   dashboard.Handler(),
+	})
+	if err != nil {
+		t.Fatalf("serve.New: %v", err)
+	}
+	ts := httptest.NewServer(srv)
+	api := &apiClient{base: ts.URL}
+	t.Cleanup(func() {
+		// The browser is gone by now (its cleanup ran first); Close ends
+		// the SSE streams so the test server can shut down.
+		if err := srv.Close(); err != nil {
+			t.Errorf("serve.Server.Close: %v", err)
+		}
+		ts.Close()
+		api.wg.Wait()
+		if err := locker.Close(); err != nil {
+			t.Errorf("close the locker: %v", err)
+		}
+	})
+	return api
+}
+
+func (c *apiClient) call(t *testing.T, method, path, token string, body any, want int) []byte {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: status %d, want %d: %s", method, path, resp.StatusCode, want, out)
+	}
+	return out
+}
+
+func lockPath(kind, name, verb string) string {
+	return "/v1/" + kind + "/" + url.PathEscape(name) + "/" + verb
+}
+
+func decodeLease(t *testing.T, body []byte) lease {
+	t.Helper()
+	var l lease
+	if err := json.Unmarshal(body, &l); err != nil || l.LeaseID == "" {
+		t.Fatalf("decode lease %s: %v", body, err)
+	}
+	return l
+}
+
+func (c *apiClient) acquire(t *testing.T, name, owner string) lease {
+	t.Helper()
+	body := map[string]any{"owner": owner, "ttl_ms": 60000, "wait_ms": 0}
+	return decodeLease(t, c.call(t, http.MethodPost, lockPath("locks", name, "acquire"), clientToken, body, http.StatusOK))
+}
+
+func (c *apiClient) acquirePermit(t *testing.T, name, owner string, permits int) lease {
+	t.Helper()
+	body := map[string]any{"owner": owner, "ttl_ms": 60000, "wait_ms": 0, "permits": permits}
+	return decodeLease(t, c.call(t, http.MethodPost, lockPath("semaphores", name, "acquire"), clientToken, body, http.StatusOK))
+}
+
+// acquireAsync waits for the lock in the background (up to 20 s); the
+// lease arrives on the channel. An error fails the test from the
+// goroutine with Errorf.
+func (c *apiClient) acquireAsync(t *testing.T, name, owner string) <-chan lease {
+	ch := make(chan lease, 1)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(ch)
+		b, _ := json.Marshal(map[string]any{"owner": owner, "ttl_ms": 60000, "wait_ms": 20000})
+		req, _ := http.NewRequest(http.MethodPost, c.base+lockPath("locks", name, "acquire"), bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+clientToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("waiting acquire of %s: %v", name, err)
+			return
+		}
+		defer resp.Body.Close()
+		var l lease
+		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("waiting acquire of %s: status %d, %v", name, resp.StatusCode, err)
+			return
+		}
+		ch <- l
+	}()
+	return ch
+}
+
+func (c *apiClient) release(t *testing.T, leaseID string) {
+	t.Helper()
+	c.call(t, http.MethodDelete, "/v1/leases/"+leaseID, clientToken, nil, http.StatusNoContent)
+}
+
+func (c *apiClient) forceRelease(t *testing.T, name string) {
+	t.Helper()
+	c.call(t, http.MethodPost, lockPath("locks", name, "force-release"), adminToken, map[string]any{}, http.StatusOK)
+}
