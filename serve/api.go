@@ -138,7 +138,7 @@ func (s *Server) acquireLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ls, err := s.l.Acquire(r.Context(), r.PathValue("name"), opts...)
-	s.granted(w, ls, 0, err)
+	s.granted(w, r, ls, 0, err)
 }
 
 func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
@@ -161,7 +161,7 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ls, err := sem.Acquire(r.Context(), opts...)
-	s.granted(w, ls, b.Permits, err)
+	s.granted(w, r, ls, b.Permits, err)
 }
 
 func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
@@ -180,14 +180,19 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ls, err := e.Campaign(r.Context(), b.Value, opts...)
-	s.granted(w, ls, 0, err)
+	s.granted(w, r, ls, 0, err)
 }
 
 // granted answers an acquire: the new lease, or the error. A lease won
-// after the client went away is released at once.
-func (s *Server) granted(w http.ResponseWriter, ls *dlock.Lease, permits int, err error) {
+// after the client went away, or while the server closes, is released
+// at once: nobody would keep it.
+func (s *Server) granted(w http.ResponseWriter, r *http.Request, ls *dlock.Lease, permits int, err error) {
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if r.Context().Err() != nil {
+		_ = ls.Release(context.WithoutCancel(r.Context()))
 		return
 	}
 	select {

@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -255,6 +256,30 @@ func TestPrimitives(t *testing.T) {
 		}
 		if c, _ := e.call("GET", "/v1/elections/sched/leader", clientTok, nil, nil); c != 404 {
 			t.Fatalf("leader after the term ended: %d", c)
+		}
+	})
+}
+
+// TestClientGoneWhileWaiting: a client that disconnects while its acquire
+// waits gets no lease: after the holder releases, the lock is free.
+func TestClientGoneWhileWaiting(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		held := e.acquire("queue", map[string]any{"wait_ms": 0})
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/v1/locks/queue/acquire", strings.NewReader(`{"wait_ms":10000}`))
+		req.Header.Set("Authorization", "Bearer "+clientTok)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("the waiting acquire answered %d before the client left", resp.StatusCode)
+		}
+		time.Sleep(100 * time.Millisecond) // the server sees the disconnect
+		if code, _ := e.call("DELETE", "/v1/leases/"+held.LeaseID, clientTok, nil, nil); code != 204 {
+			t.Fatalf("release: %d", code)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if code, _ := e.call("POST", "/v1/locks/queue/acquire", clientTok, map[string]any{"wait_ms": 0}, nil); code != 200 {
+			t.Fatalf("the lock went to a client that had left: %d", code)
 		}
 	})
 }
