@@ -251,7 +251,7 @@
         "figcaption",
         null,
         el("span", { class: "name" }, name),
-        el("span", { class: "range" }, "fence " + f0 + (fs.length > 1 ? " → " + last.fence : "") + " · " + grants.length + (grants.length === 1 ? " grant" : " grants")),
+        el("span", { class: "range" }, "fence " + (last.fence === fs[0] ? last.fence : fs[0] + " → " + last.fence) + " · " + grants.length + (grants.length === 1 ? " grant" : " grants")),
       ),
       plot,
     );
