@@ -32,12 +32,20 @@ type RedisServer struct {
 	exited chan struct{}
 }
 
+// clusterBusOffset is where Redis Cluster's bus listens: port+10000.
+const clusterBusOffset = 10000
+
 // Redis starts a redis-server with extra command-line args (for example
 // "--replicaof", "127.0.0.1 6379", or "--appendonly", "yes").
 func Redis(t testing.TB, args ...string) *RedisServer {
 	t.Helper()
 	bin := Binary(t, "redis-server")
-	port := FreePort(t)
+	port := 0
+	if slices.Contains(args, "--cluster-enabled") {
+		port = FreePortPair(t, clusterBusOffset) // the cluster bus listens on port+10000
+	} else {
+		port = FreePort(t)
+	}
 	s := &RedisServer{
 		Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, Dir: t.TempDir(),
 		t: t, bin: bin, args: args,

@@ -87,6 +87,41 @@ func FreePort(t testing.TB) int {
 	return p
 }
 
+// FreePortPair returns a free port p such that p+offset is free too, both
+// below the kernel's ephemeral range and reserved for this process, for a
+// server that listens on a second port derived from the first (Redis
+// Cluster's bus: port+10000). Drawn from FreePort's range alone, the
+// second port could land on another server's port or in the ephemeral
+// range, where a client's source port can take it first.
+func FreePortPair(t testing.TB, offset int) int {
+	t.Helper()
+	if offset <= 0 || offset > maxFreePort-minFreePort {
+		t.Fatalf("FreePortPair: offset %d is outside [1, %d]", offset, maxFreePort-minFreePort)
+	}
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := minFreePort + rand.N(maxFreePort-offset-minFreePort+1)
+		if handed[p] || handed[p+offset] {
+			continue
+		}
+		l1, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+offset))
+		_ = l1.Close()
+		if err != nil {
+			continue
+		}
+		_ = l2.Close()
+		handed[p], handed[p+offset] = true, true
+		return p
+	}
+	t.Fatalf("FreePortPair: no free pair of ports %d apart in %d-%d", offset, minFreePort, maxFreePort)
+	return 0
+}
+
 // WaitDial waits until addr accepts TCP connections, or fails t.
 func WaitDial(t testing.TB, addr string, timeout time.Duration) {
 	t.Helper()
