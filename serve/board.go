@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -118,23 +119,12 @@ func (b *board) forceReleased(name string, evicted dlock.Holder, ok bool, newFen
 	defer b.mu.Unlock()
 	e := boardEvent{Time: time.Now(), Type: "force-released", Name: name, Fence: newFence, Reason: "nothing held"}
 	if ok {
-		e.Kind, e.Owner, e.Reason = string(evicted.Kind), evicted.Owner, "evicted fence "+uitoa(evicted.Fence)
+		e.Kind, e.Owner, e.Reason = string(evicted.Kind), evicted.Owner, "evicted fence "+strconv.FormatUint(evicted.Fence, 10)
 	}
 	b.add(e)
 	b.touch()
 }
 
-func uitoa(u uint64) string {
-	var buf [20]byte
-	i := len(buf)
-	for {
-		i--
-		buf[i] = byte('0' + u%10)
-		if u /= 10; u == 0 {
-			return string(buf[i:])
-		}
-	}
-}
 
 // add appends an event (b.mu held).
 func (b *board) add(e boardEvent) {
