@@ -125,7 +125,6 @@ func (b *board) forceReleased(name string, evicted dlock.Holder, ok bool, newFen
 	b.touch()
 }
 
-
 // add appends an event (b.mu held).
 func (b *board) add(e boardEvent) {
 	b.events = append(b.events, e)
