@@ -211,3 +211,52 @@ const docTail = `
 Regenerate: ` + "`make bench-readme`" + ` (DLOCK_BENCH_DURATION=3s and DLOCK_BENCH_LEASES=10000 by
 default; the servers must be on PATH as for ` + "`make test`" + `).
 `
+
+// envOne names the backends TestBenchOne measures (comma-separated names
+// of serverURLs' targets, e.g. "postgres lease,redis").
+const envOne = "DLOCK_BENCH_ONE"
+
+// TestBenchOne starts the test servers and compares dlock with the
+// baseline on the backends named in DLOCK_BENCH_ONE, printing the table
+// and writing no file: a driver's author measures a change with it,
+//
+//	DLOCK_BENCH_ONE='postgres lease' go test -run TestBenchOne -v ./internal/benchreport
+//
+// DLOCK_BENCH_DURATION sets each side's time per workload (default 3s).
+func TestBenchOne(t *testing.T) {
+	only := os.Getenv(envOne)
+	if only == "" {
+		t.Skipf("set %s to the backends to measure (one of postgres advisory, postgres lease, etcd, redis, redlock, file)", envOne)
+	}
+	d := envDurationOr(t, 3*time.Second)
+	want := map[string]bool{}
+	for n := range strings.SplitSeq(only, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	ctx := context.Background()
+	var cs []baseline.Comparison
+	for _, u := range serverURLs(t) {
+		if !want[u.name] {
+			continue
+		}
+		delete(want, u.name)
+		tg, err := baseline.Open(ctx, u.url, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := baseline.Compare(ctx, tg, baseline.Config{Duration: d, Rounds: 6, Prefix: "one/"}, nil)
+		tg.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", u.name, err)
+		}
+		cs = append(cs, got...)
+	}
+	if len(want) > 0 {
+		t.Fatalf("%s names unknown backends: %v", envOne, want)
+	}
+	var md bytes.Buffer
+	if err := benchreport.WriteMarkdown(&md, cs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", md.String())
+}
