@@ -298,3 +298,95 @@ func probePuts(b *testing.B, cli *clientv3.Client) (stop func() []time.Duration)
 		return <-out
 	}
 }
+
+// BenchmarkHandoff: one holder and one waiter on one name, each with its
+// own Locker (or Session) on one client; the holder releases while the
+// waiter waits, and one etcd Put is timed after each handoff. The three
+// kinds of waiter take turns, b.N handoffs each, so that load from other
+// processes hits them alike: a dlock waiter with a wait bound (the
+// default, which claims its key with one write when it becomes first, see
+// claim.go), one without (dlock.Forever: no claim), and
+// concurrency.Mutex. Reports each one's handoff p50 (release called to
+// the waiter's grant) over the p50 of the Puts timed in the same run
+// (KIND-handoff/put), and the Put p50. The floor of a handoff is the
+// release's own write: etcd tells the watcher of a deletion as it answers
+// the deleting client.
+func BenchmarkHandoff(b *testing.B) {
+	srv := testserver.Etcd(b)
+	cli := client(b, srv.Endpoint)
+	type pair struct {
+		kind           string
+		holder, waiter lockFunc
+		hand           []time.Duration
+	}
+	bounded, unbounded := []dlock.Option{dlock.WithWait(time.Minute)}, []dlock.Option{dlock.WithWait(dlock.Forever)}
+	n1, n2, n3 := "handoff/"+newToken(), "handoff/"+newToken(), "handoff/"+newToken()
+	pairs := []*pair{
+		{kind: "bounded", holder: handoffLock(newLocker(b, cli), n1, bounded), waiter: handoffLock(newLocker(b, cli), n1, bounded)},
+		{kind: "unbounded", holder: handoffLock(newLocker(b, cli), n2, unbounded), waiter: handoffLock(newLocker(b, cli), n2, unbounded)},
+		{kind: "mutex", holder: mutexLock(newSession(b, cli), n3), waiter: mutexLock(newSession(b, cli), n3)},
+	}
+	ctx := context.Background()
+	var puts []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		for _, p := range pairs {
+			d, err := handoff(ctx, p.holder, p.waiter)
+			if err != nil {
+				b.Fatalf("%s: %v", p.kind, err)
+			}
+			p.hand = append(p.hand, d)
+			t0 := time.Now()
+			if _, err := cli.Put(ctx, "bench/put-probe", "x"); err != nil {
+				b.Fatal(err)
+			}
+			puts = append(puts, time.Since(t0))
+		}
+	}
+	b.StopTimer()
+	put := median(puts)
+	b.ReportMetric(ms(put), "put-p50-ms")
+	for _, p := range pairs {
+		b.ReportMetric(float64(median(p.hand))/float64(put), p.kind+"-handoff/put")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// handoff takes holder, starts waiter, releases holder once the waiter is
+// queued, and returns the time from that release to the waiter's grant.
+func handoff(ctx context.Context, holder, waiter lockFunc) (time.Duration, error) {
+	unlock, err := holder(ctx)
+	if err != nil {
+		return 0, err
+	}
+	type grant struct {
+		at  time.Time
+		err error
+	}
+	got := make(chan grant, 1)
+	go func() {
+		u, err := waiter(ctx)
+		at := time.Now()
+		if err == nil {
+			err = u(ctx)
+		}
+		got <- grant{at, err}
+	}()
+	time.Sleep(3 * time.Millisecond) // the waiter is queued and watching
+	t0 := time.Now()
+	if err := unlock(ctx); err != nil {
+		return 0, err
+	}
+	g := <-got
+	return g.at.Sub(t0), g.err
+}
+
+func handoffLock(l *dlock.Locker, name string, opts []dlock.Option) lockFunc {
+	return func(ctx context.Context) (func(context.Context) error, error) {
+		ls, err := l.Acquire(ctx, name, append([]dlock.Option{dlock.WithTTL(10 * time.Second)}, opts...)...)
+		if err != nil {
+			return nil, err
+		}
+		return ls.Release, nil
+	}
+}
