@@ -61,7 +61,11 @@ func (l *Locker) lister() (driver.Lister, error) {
 // ForceRelease frees name whoever holds it: the administrator's way out of
 // a wedged lock. It also raises the name's fence, so the evicted holder's
 // fenced writes are rejected from now on, and returns the evicted holder
-// (ok false when the lock was free) and the new fence.
+// (ok false when the lock was free) and the new fence. When the evicted
+// holder is a lease of this Locker, that lease has ended
+// (LostForceReleased) by the time ForceRelease returns, whatever the
+// backend pushes; holders elsewhere learn of it by the backend's push
+// (driver.EvictionWatcher) or at their next refresh.
 func (l *Locker) ForceRelease(ctx context.Context, name string) (evicted Holder, ok bool, newFence uint64, err error) {
 	if err := l.usable(); err != nil {
 		return Holder{}, false, 0, err
@@ -86,6 +90,12 @@ func (l *Locker) forceRelease(ctx context.Context, key string) (evicted Holder, 
 	dh, ok, fence, err := fr.ForceRelease(ctx, key)
 	if err != nil {
 		return Holder{}, false, 0, backend("force-release", ki.name, err)
+	}
+	if ok {
+		// A lease of this Locker needs no push: a push may not come (the
+		// file backend has none) or come late (a subscription still
+		// starting right after the first grant).
+		l.watchdog.evict(driver.Eviction{Name: key, Fence: dh.Fence})
 	}
 	evicted = holderFrom(dh)
 	evicted.Name, evicted.Kind, evicted.Permits, evicted.Slot = ki.name, ki.kind, ki.permits, ki.slot
