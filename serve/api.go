@@ -254,8 +254,12 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	evicted := e.lease.Err()
 	err := e.lease.Release(r.Context())
 	s.leases.remove(e.id)
+	if evicted != nil && !errors.Is(evicted, dlock.ErrReleased) {
+		err = evicted // lost before this call: say why, as the library does
+	}
 	if err != nil && !errors.Is(err, dlock.ErrReleased) {
 		writeError(w, err)
 		return
@@ -370,10 +374,12 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	s.cfg.Metrics.ServeHTTP(w, r)
 }
 
-// bearer returns the Authorization header's bearer token.
+// bearer returns the Authorization header's bearer token (the scheme's
+// name is case-insensitive, RFC 9110).
 func bearer(r *http.Request) string {
-	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return strings.TrimSpace(t)
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
 	}
-	return ""
+	return strings.TrimSpace(tok)
 }

@@ -13,10 +13,11 @@ import (
 )
 
 // TestRaceForOneLock: two clients race for one lock over HTTP; exactly one
-// wins, the other gets 409 naming the holder; the next grant's fence is
-// higher.
+// wins, the other gets 409 naming the holder; each round's grant has a
+// higher fence than the last.
 func TestRaceForOneLock(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
+		var last uint64
 		for round := range 5 {
 			var wg sync.WaitGroup
 			codes := make([]int, 2)
@@ -47,9 +48,10 @@ func TestRaceForOneLock(t *testing.T) {
 			if !strings.HasSuffix(probs[lose].Type, "/held") || probs[lose].Holder["owner"] != fmt.Sprintf("client-%d", win) {
 				t.Fatalf("round %d: the 409 %+v does not name the winner client-%d", round, probs[lose], win)
 			}
-			if round > 0 && got[win].Fence <= uint64(round) {
-				t.Fatalf("round %d: fence %d did not increase", round, got[win].Fence)
+			if got[win].Fence <= last {
+				t.Fatalf("round %d: fence %d after %d: not increasing", round, got[win].Fence, last)
 			}
+			last = got[win].Fence
 			if code, _ := e.call("DELETE", "/v1/leases/"+got[win].LeaseID, clientTok, nil, nil); code != 204 {
 				t.Fatalf("release: %d", code)
 			}
@@ -61,9 +63,13 @@ func TestRaceForOneLock(t *testing.T) {
 }
 
 // TestLostPushedOnForceRelease: a force-release through the admin API
-// reaches the holder's events stream as "lost", long before the TTL.
+// reaches the holder's events stream as "lost" (force-released) before
+// the holder's next refresh (a third of the TTL) could have found it, on
+// every backend: also right after the grant (before a Redis Locker's
+// eviction subscription is up) and on the file backend, which pushes
+// nothing (the server ends its own lease on the force-release).
 func TestLostPushedOnForceRelease(t *testing.T) {
-	eachBackend(t, func(t *testing.T, e *env) {
+	eachOf(t, withFile(t, backends(t)), func(t *testing.T, e *env) {
 		ls := e.acquire("report", map[string]any{"ttl_ms": 3000})
 		ch, stop := e.stream("/v1/leases/" + ls.LeaseID + "/events")
 		defer stop()
@@ -81,44 +87,74 @@ func TestLostPushedOnForceRelease(t *testing.T) {
 		if fr.Evicted["fence"] != float64(ls.Fence) || fr.NewFence <= ls.Fence {
 			t.Fatalf("force-release answered %+v for fence %d", fr, ls.Fence)
 		}
-		ev := next(t, ch, 3*time.Second) // within the 3 s TTL: pushed, not expired
-		if ev.name != "lost" || !strings.Contains(ev.data, `"reason"`) {
-			t.Fatalf("event %+v, want lost with a reason", ev)
+		ev := next(t, ch, 3*time.Second)
+		if ev.name != "lost" || !strings.Contains(ev.data, `"reason":"force-released"`) {
+			t.Fatalf("event %+v, want lost, force-released", ev)
+		}
+		if took := ev.at.Sub(start); took >= time.Second {
+			t.Fatalf("lost reached the stream %s after the force-release, want before the next refresh (1s, a third of the TTL)", took)
 		}
 		t.Logf("lost reached the stream %s after the force-release (%s)", ev.at.Sub(start).Round(time.Millisecond), ev.data)
 		var p problem
-		if code, _ := e.call("POST", "/v1/leases/"+ls.LeaseID+"/renew", clientTok, nil, &p); code != 410 || p.Reason == "" {
+		if code, _ := e.call("POST", "/v1/leases/"+ls.LeaseID+"/renew", clientTok, nil, &p); code != 410 || p.Reason != "force-released" {
 			t.Fatalf("renew of a lost lease: %d %+v, want 410 with the reason", code, p)
 		}
 		var st lease
 		if e.call("GET", "/v1/leases/"+ls.LeaseID, clientTok, nil, &st); st.State != "lost" {
 			t.Fatalf("state %q, want lost", st.State)
 		}
+		late, stopLate := e.stream("/v1/leases/" + ls.LeaseID + "/events")
+		defer stopLate()
+		if ev := next(t, late, time.Second); ev.name != "lost" {
+			t.Fatalf("a stream opened after the loss begins with %+v, want lost", ev)
+		}
+		if code, _ := e.call("DELETE", "/v1/leases/"+ls.LeaseID, clientTok, nil, &p); code != 410 || p.Reason != "force-released" {
+			t.Fatalf("release of a lost lease: %d %+v, want 410 force-released", code, p)
+		}
 	})
 }
 
 // TestVanishedClientLosesLease: with no stream and no renew a lease is
-// released within its TTL (plus the reaper's tick); an open stream or
-// renews keep one for many TTLs.
+// released within two TTLs of its grant (one TTL, then the reaper's tick,
+// the release and the test's polling, loosely bounded for a loaded
+// machine), and not before its TTL; an open stream or renews keep one for
+// 4 TTLs.
 func TestVanishedClientLosesLease(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
-		const ttl = 600 * time.Millisecond
+		const ttl, slack = 600 * time.Millisecond, 600 * time.Millisecond
 		body := map[string]any{"ttl_ms": ttl.Milliseconds(), "wait_ms": 0}
-		gone := e.acquire("gone", body)
 		streamed := e.acquire("streamed", body)
 		renewed := e.acquire("renewed", body)
 		_, stop := e.stream("/v1/leases/" + streamed.LeaseID + "/events")
 		defer stop()
-		deadline := time.Now().Add(4 * ttl)
-		for time.Now().Before(deadline) {
-			if code, _ := e.call("POST", "/v1/leases/"+renewed.LeaseID+"/renew", clientTok, nil, nil); code != 200 {
-				t.Fatalf("renew: %d", code)
+		sent := time.Now()
+		gone := e.acquire("gone", body)
+		granted := time.Now()
+		var goneAt time.Time
+		lastRenew := time.Now()
+		for time.Since(sent) < 4*ttl {
+			if time.Since(lastRenew) > ttl/4 {
+				if code, _ := e.call("POST", "/v1/leases/"+renewed.LeaseID+"/renew", clientTok, nil, nil); code != 200 {
+					t.Fatalf("renew: %d", code)
+				}
+				lastRenew = time.Now()
 			}
-			time.Sleep(ttl / 4)
+			if goneAt.IsZero() {
+				if code, _ := e.call("GET", "/v1/leases/"+gone.LeaseID, clientTok, nil, nil); code == 404 {
+					goneAt = time.Now()
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if code, _ := e.call("GET", "/v1/leases/"+gone.LeaseID, clientTok, nil, nil); code != 404 {
-			t.Fatalf("an abandoned lease is still kept after 4 TTLs (status %d)", code)
+		switch {
+		case goneAt.IsZero():
+			t.Fatal("an abandoned lease is still kept after 4 TTLs")
+		case goneAt.Sub(sent) < ttl:
+			t.Fatalf("an abandoned lease was released %s after its acquire was sent, before its TTL %s", goneAt.Sub(sent), ttl)
+		case goneAt.Sub(granted) > ttl+slack:
+			t.Fatalf("an abandoned lease was released %s after its grant, later than TTL %s + %s", goneAt.Sub(granted), ttl, slack)
 		}
+		t.Logf("the abandoned lease was released %s after its grant (TTL %s)", goneAt.Sub(granted).Round(time.Millisecond), ttl)
 		if code, _ := e.call("POST", "/v1/locks/gone/acquire", clientTok, body, nil); code != 200 {
 			t.Fatalf("the abandoned lock is not free: %d", code)
 		}
@@ -177,7 +213,7 @@ func TestAuth(t *testing.T) {
 	if code, h := e.call("GET", "/v1/locks", "", nil, nil); code != 401 || h.Get("WWW-Authenticate") == "" {
 		t.Fatalf("no token: %d", code)
 	}
-	if code, _ := e.call("GET", "/v1/locks", "wrong-token-0123456789", nil, nil); code != 401 {
+	if code, _ := e.call("GET", "/v1/locks", wrongTok, nil, nil); code != 401 {
 		t.Fatalf("wrong token: %d", code)
 	}
 	if code, _ := e.call("POST", "/v1/locks/x/force-release", clientTok, "{}", nil); code != 403 {
@@ -282,4 +318,62 @@ func TestClientGoneWhileWaiting(t *testing.T) {
 			t.Fatalf("the lock went to a client that had left: %d", code)
 		}
 	})
+}
+
+// TestCloseReleasesAndEndsStreams: Server.Close ends every events stream
+// at once and releases every lease, so the names are free on the backend.
+func TestCloseReleasesAndEndsStreams(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e *env) {
+		a := e.acquire("closing-a", map[string]any{"ttl_ms": 60000})
+		e.acquire("closing-b", map[string]any{"ttl_ms": 60000})
+		ch, stop := e.stream("/v1/leases/" + a.LeaseID + "/events")
+		defer stop()
+		if ev := next(t, ch, 5*time.Second); ev.name != "held" {
+			t.Fatalf("first event %+v", ev)
+		}
+		start := time.Now()
+		if err := e.srv.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		select {
+		case ev, ok := <-ch:
+			if ok {
+				t.Fatalf("after Close the stream sent %+v, want its end", ev)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("the events stream is still open 1s after Close")
+		}
+		t.Logf("the stream ended %s after Close", time.Since(start).Round(time.Millisecond))
+		for _, name := range []string{"closing-a", "closing-b"} {
+			ls, err := e.locker.TryAcquire(context.Background(), name)
+			if err != nil {
+				t.Fatalf("%s after Close: %v (the server kept it)", name, err)
+			}
+			_ = ls.Release(context.Background())
+		}
+	})
+}
+
+// TestUnmatchedRoutes: an unknown path or a wrong method is a problem
+// document too (405 with Allow), and the bearer scheme is case-insensitive.
+func TestUnmatchedRoutes(t *testing.T) {
+	e := newEnv(t, "mem://unmatched", nil)
+	var p problem
+	if code, h := e.call("GET", "/v1/nope", clientTok, nil, &p); code != 404 || h.Get("Content-Type") != "application/problem+json" || !strings.Contains(p.Detail, "/v1/nope") {
+		t.Errorf("unknown path: %d %s %+v", code, h.Get("Content-Type"), p)
+	}
+	p = problem{}
+	if code, h := e.call("PUT", "/v1/locks/x/acquire", clientTok, nil, &p); code != 405 || h.Get("Allow") != "POST" || !strings.Contains(p.Detail, "PUT") {
+		t.Errorf("wrong method: %d Allow %q %+v", code, h.Get("Allow"), p)
+	}
+	req, _ := http.NewRequest("GET", e.url+"/v1/locks", nil)
+	req.Header.Set("Authorization", "bearer "+clientTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("lower-case bearer scheme: %d", resp.StatusCode)
+	}
 }

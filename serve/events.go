@@ -48,7 +48,7 @@ type lostJSON struct {
 	Detail string `json:"detail"`
 }
 
-// events streams a lease's life: "held" at once, then "lost" the moment
+// events streams a lease's life: "held" at once (if it is), then "lost" the moment
 // the server's watchdog learns of a loss, or "released"; the stream then
 // ends. While it is open, the lease's client counts as alive.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +62,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	s.leases.stream(e, +1)
 	defer s.leases.stream(e, -1)
-	if sendEvent(w, f, "held", toLease(e, true)) != nil {
+	// A stream opened on a lease that already ended gets its end at once.
+	if e.lease.Err() == nil && sendEvent(w, f, "held", toLease(e, true)) != nil {
 		return
 	}
 	ping := time.NewTicker(pingEvery)

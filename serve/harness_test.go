@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	_ "github.com/dlockdev/dlock/filelock"
 	"github.com/dlockdev/dlock/internal/testserver"
 	_ "github.com/dlockdev/dlock/memlock"
 	_ "github.com/dlockdev/dlock/redislock"
@@ -25,15 +27,20 @@ import (
 const (
 	clientTok = "client-token-0123456789abcdef"
 	adminTok  = "admin-token-0123456789abcdef"
+	// wrongTok is refused, and is a secret all the same: a mistyped token
+	// is most of a real one.
+	wrongTok = "wrong-token-0123456789abcdef"
 )
 
 // env is a server under test on a real backend, with its log captured.
 type env struct {
-	t    *testing.T
-	url  string
-	srv  *serve.Server
-	logs *syncBuf
-	all  *syncBuf // every response body, to look for secrets
+	t   *testing.T
+	url string
+	srv *serve.Server
+	// locker is the server's Locker, for checks behind its back.
+	locker *dlock.Locker
+	logs   *syncBuf
+	all    *syncBuf // every response body, to look for secrets
 }
 
 type syncBuf struct {
@@ -63,7 +70,17 @@ func backends(t *testing.T) map[string]func() string {
 }
 
 func eachBackend(t *testing.T, fn func(t *testing.T, e *env)) {
-	for name, url := range backends(t) {
+	eachOf(t, backends(t), fn)
+}
+
+// withFile adds the file backend (SQLite), which has no eviction push.
+func withFile(t *testing.T, bs map[string]func() string) map[string]func() string {
+	bs["file"] = func() string { return "file://" + filepath.Join(t.TempDir(), "locks.db") }
+	return bs
+}
+
+func eachOf(t *testing.T, bs map[string]func() string, fn func(t *testing.T, e *env)) {
+	for name, url := range bs {
 		t.Run(name, func(t *testing.T) { fn(t, newEnv(t, url(), nil)) })
 	}
 }
@@ -85,7 +102,7 @@ func newEnv(t *testing.T, url string, tweak func(*serve.Config)) *env {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv)
-	e.url, e.srv = ts.URL, srv
+	e.url, e.srv, e.locker = ts.URL, srv, l
 	t.Cleanup(func() {
 		if err := srv.Close(); err != nil {
 			t.Errorf("Server.Close: %v", err)
@@ -93,7 +110,7 @@ func newEnv(t *testing.T, url string, tweak func(*serve.Config)) *env {
 		ts.CloseClientConnections()
 		ts.Close()
 		_ = l.Close()
-		for _, secret := range []string{clientTok, adminTok} {
+		for _, secret := range []string{clientTok, adminTok, wrongTok} {
 			if strings.Contains(e.logs.String(), secret) || strings.Contains(e.all.String(), secret) {
 				t.Errorf("a token appeared in the server's log or a response")
 			}

@@ -11,9 +11,12 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -41,6 +44,11 @@ type Config struct {
 	// force-release, and are valid as client tokens too.
 	Tokens      []string
 	AdminTokens []string
+	// ClientCerts says that the listener requires and verifies TLS
+	// client certificates (mTLS: tls.RequireAndVerifyClientCert); New
+	// then needs no token. A verified certificate authenticates a client
+	// whether or not this is set; a request without one is refused.
+	ClientCerts bool
 	// InsecureNoAuth serves clients without authentication. The CLI
 	// allows it only on a loopback listener.
 	InsecureNoAuth bool
@@ -88,8 +96,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Locker == nil {
 		return nil, errors.New("serve: Config.Locker is nil")
 	}
-	if !cfg.InsecureNoAuth && len(cfg.Tokens) == 0 && len(cfg.AdminTokens) == 0 {
-		return nil, errors.New("serve: no client token given (Config.Tokens); set InsecureNoAuth to serve without authentication")
+	if !cfg.InsecureNoAuth && !cfg.ClientCerts && len(cfg.Tokens) == 0 && len(cfg.AdminTokens) == 0 {
+		return nil, errors.New("serve: no client token given (Config.Tokens) and no client certificates (Config.ClientCerts); set InsecureNoAuth to serve without authentication")
 	}
 	for _, t := range append(append([]string{}, cfg.Tokens...), cfg.AdminTokens...) {
 		if len(t) < 16 {
@@ -123,8 +131,46 @@ func New(cfg Config) (*Server, error) {
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		unmatched(w, r, h)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// unmatched answers a request that matches no route: the ServeMux's 404
+// and 405 (with its Allow header) become problem documents like every
+// other error; anything else it answers (a redirect to a clean path)
+// passes through.
+func unmatched(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	rec := &recorder{header: http.Header{}, code: http.StatusOK}
+	h.ServeHTTP(rec, r)
+	switch rec.code {
+	case http.StatusNotFound:
+		writeProblem(w, http.StatusNotFound, "not-found", "No such endpoint",
+			fmt.Sprintf("no endpoint %s %s (the API is described at /openapi.json)", r.Method, r.URL.Path))
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		writeProblem(w, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
+			fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, rec.header.Get("Allow")))
+	default:
+		maps.Copy(w.Header(), rec.header)
+		w.WriteHeader(rec.code)
+		_, _ = w.Write(rec.body.Bytes())
+	}
+}
+
+// recorder keeps what the ServeMux answers to an unmatched request.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (rr *recorder) Header() http.Header         { return rr.header }
+func (rr *recorder) WriteHeader(code int)        { rr.code = code }
+func (rr *recorder) Write(p []byte) (int, error) { return rr.body.Write(p) }
 
 // Close releases every lease the server holds (token-checked, best
 // effort), ends the events streams and stops the background work. The

@@ -187,9 +187,9 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 	log := slog.New(slog.NewTextHandler(io.Err, nil))
 	srv, err := serve.New(serve.Config{
 		Locker: l, Tokens: tokens, AdminTokens: admins,
-		InsecureNoAuth: o.insecureNoAuth || (len(tokens)+len(admins) == 0 && tlsCfg != nil && tlsCfg.ClientCAs != nil),
-		Metrics:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Dashboard:      dashboard.Handler(), Logger: log,
+		ClientCerts: tlsCfg != nil && tlsCfg.ClientCAs != nil, InsecureNoAuth: o.insecureNoAuth,
+		Metrics:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Dashboard: dashboard.Handler(), Logger: log,
 	})
 	if err != nil {
 		return usageErr("%v", err)
@@ -199,7 +199,7 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 		_ = srv.Close()
 		return fmt.Errorf("dlock serve: %w", err)
 	}
-	hs := &http.Server{Handler: srv, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+	hs := &http.Server{Handler: srv, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	scheme := "http"
 	if tlsCfg != nil {
