@@ -310,7 +310,8 @@ func probePuts(b *testing.B, cli *clientv3.Client) (stop func() []time.Duration)
 // the waiter's grant) over the p50 of the Puts timed in the same run
 // (KIND-handoff/put), and the Put p50. The floor of a handoff is the
 // release's own write: etcd tells the watcher of a deletion as it answers
-// the deleting client.
+// the deleting client (delete-event/put: a Delete, to its event at a
+// watch on another client).
 func BenchmarkHandoff(b *testing.B) {
 	srv := testserver.Etcd(b)
 	cli := client(b, srv.Endpoint)
@@ -327,9 +328,19 @@ func BenchmarkHandoff(b *testing.B) {
 		{kind: "mutex", holder: mutexLock(newSession(b, cli), n3), waiter: mutexLock(newSession(b, cli), n3)},
 	}
 	ctx := context.Background()
-	var puts []time.Duration
+	// The floor: a key's deletion, from the Delete call to its event at a
+	// watch on another client that watches it already.
+	other := client(b, srv.Endpoint)
+	floorKey := "handoff/floor-" + newToken()
+	events := other.Watch(ctx, floorKey)
+	var puts, floor []time.Duration
 	b.ResetTimer()
 	for range b.N {
+		d, err := deleteEvent(ctx, cli, events, floorKey)
+		if err != nil {
+			b.Fatal(err)
+		}
+		floor = append(floor, d)
 		for _, p := range pairs {
 			d, err := handoff(ctx, p.holder, p.waiter)
 			if err != nil {
@@ -346,10 +357,28 @@ func BenchmarkHandoff(b *testing.B) {
 	b.StopTimer()
 	put := median(puts)
 	b.ReportMetric(ms(put), "put-p50-ms")
+	b.ReportMetric(float64(median(floor))/float64(put), "delete-event/put")
 	for _, p := range pairs {
 		b.ReportMetric(float64(median(p.hand))/float64(put), p.kind+"-handoff/put")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// deleteEvent puts key, waits for its event, and returns the time from
+// the call deleting it to the deletion's event on events.
+func deleteEvent(ctx context.Context, cli *clientv3.Client, events clientv3.WatchChan, key string) (time.Duration, error) {
+	if _, err := cli.Put(ctx, key, "x"); err != nil {
+		return 0, err
+	}
+	if resp := <-events; resp.Err() != nil {
+		return 0, resp.Err()
+	}
+	t0 := time.Now()
+	if _, err := cli.Delete(ctx, key); err != nil {
+		return 0, err
+	}
+	resp := <-events
+	return time.Since(t0), resp.Err()
 }
 
 // handoff takes holder, starts waiter, releases holder once the waiter is
