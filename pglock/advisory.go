@@ -65,12 +65,13 @@ func (d *advisory) attempt(ctx context.Context, req driver.Request, wait bool) (
 	if s := d.session(req.Token); s != nil {
 		return driver.Grant{Acquired: true, Fence: s.fence}, nil
 	}
+	sent := time.Now()
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return driver.Grant{}, d.classify(err)
 	}
 	s := &session{conn: conn, key: Key(req.Name), name: req.Name}
-	g, err := d.grant(ctx, s, req, wait)
+	g, err := d.grant(ctx, s, req, wait, sent)
 	switch {
 	case err != nil:
 		destroy(conn)
@@ -86,8 +87,9 @@ func (d *advisory) attempt(ctx context.Context, req driver.Request, wait bool) (
 // grant runs one statement on s's connection: the try, or, when wait is
 // set, the blocking pg_advisory_lock (which returns at once when the lock
 // is free, so an uncontended wait costs the same one round trip). It then
-// checks that the connection can be pinned.
-func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wait bool) (driver.Grant, error) {
+// checks that the connection can be pinned. sent is when the attempt
+// began.
+func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wait bool, sent time.Time) (driver.Grant, error) {
 	if err := d.newEpoch(ctx, s.conn); err != nil {
 		return driver.Grant{}, err
 	}
@@ -118,8 +120,16 @@ func (d *advisory) grant(ctx context.Context, s *session, req driver.Request, wa
 	s.dropFn = s.end // set before the watcher can run
 	s.start()
 	// The lock lives as long as the session: its TTL, which only paces
-	// health checks, counts from now, however long the wait was.
-	return driver.Grant{Acquired: true, Fence: s.fence, Since: time.Now()}, nil
+	// health checks, counts from the grant however long the wait was. A
+	// grant within a tenth of the TTL (no real wait) counts from the
+	// attempt's start, which is before the grant: Expires then never lies
+	// past the request plus the TTL, as for every backend, even when a
+	// loaded server took a while to answer.
+	since := time.Now()
+	if since.Sub(sent) < req.TTL/10 {
+		since = sent
+	}
+	return driver.Grant{Acquired: true, Fence: s.fence, Since: since}, nil
 }
 
 // late is the fence a bounded statement answers when the server took the

@@ -143,3 +143,37 @@ func TestAdvisoryLostSessionGivesItsConnectionBack(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestAdvisoryExpiresCountsFromTheRequest: a grant that comes a while
+// after the request (here: the pool's connections are all pinned by
+// leases, and one comes back 150 ms later) still reports Expires no later
+// than the request plus the TTL, as the conformance suite asks of every
+// backend; counting the TTL from the grant overshot it whenever a loaded
+// server answered late.
+func TestAdvisoryExpiresCountsFromTheRequest(t *testing.T) {
+	d := newDB(t)
+	pool := newPool(t, d.url+"&pool_max_conns=1")
+	l, err := pglock.Config{Mode: pglock.Advisory}.Locker(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	const ttl = 5 * time.Second
+	pinned, err := l.Acquire(ctx(t), "pins-the-pool", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(150*time.Millisecond, func() { _ = pinned.Release(context.Background()) })
+	start := time.Now()
+	ls, err := l.Acquire(ctx(t), "late-grant", dlock.WithTTL(ttl), dlock.WithWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ls.Release(context.Background()) }()
+	if took := time.Since(start); took < 100*time.Millisecond {
+		t.Fatalf("granted %s after the request: the pool was not exhausted, the test proves nothing", took)
+	}
+	if exp := ls.Expires(); exp.After(start.Add(ttl)) {
+		t.Errorf("Expires = %s after the request, want at most the TTL %s", exp.Sub(start), ttl)
+	}
+}

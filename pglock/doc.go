@@ -30,10 +30,12 @@
 // when someone queues. The released lock is reserved for the notified
 // waiter for 50 ms: another waiter arriving then queues behind instead
 // of taking it (TryAcquire is not held back), so waiters are served in
-// order; a reserved waiter that does not come (it died in the queue)
-// loses its turn after 50 ms. Waiters also retry when the holder's lease
-// runs out, and every 250 ms should a notification be lost (the
-// listening connection is re-opened on the next wait).
+// order; a reserved waiter that gives up instead (its wait ended) hands
+// the lock on to the next waiter when its token is released, and one
+// that does not come (it died in the queue) loses its turn after 50 ms,
+// when the waiters queued behind it retry. Waiters also retry when the
+// holder's lease runs out, and every 250 ms should a notification be lost
+// (the listening connection is re-opened on the next wait).
 //
 // A released name's row stays as a tombstone that remembers the last
 // eight tokens released on it, so that an attempt the server runs after

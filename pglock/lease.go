@@ -3,7 +3,6 @@ package pglock
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +24,7 @@ const sweepEvery = time.Minute
 type leases struct {
 	base
 	listener                                  *listener
-	acquire, acquireInTurn, holder, queue     string
+	acquire, acquireInTurn, holder            string
 	refresh, release, tombstone               string
 	refreshBatch, releaseBatch, list, inspect string
 	forceRelease, sweep                       string
@@ -36,8 +35,7 @@ type leases struct {
 
 func newLeases(b base) *leases {
 	d := &leases{base: b, listener: newListener(b.pool, b.channel, b.evicted), lastSweep: time.Now()}
-	d.acquire, d.acquireInTurn = d.sql(strings.Replace(leaseAcquire, "{{inturn}}", "", 1)), d.sql(strings.Replace(leaseAcquire, "{{inturn}}", inTurn, 1))
-	d.holder, d.queue = d.sql(leaseHolder), d.sql(leaseQueue)
+	d.acquire, d.acquireInTurn, d.holder = d.sql(leaseAcquire), d.sql(leaseAcquireInTurn), d.sql(leaseHolder)
 	d.refresh, d.release, d.tombstone = d.sql(leaseRefresh), d.sql(leaseRelease), d.sql(leaseTombstone)
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
 	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
@@ -110,21 +108,33 @@ func (d *leases) holderOf(ctx context.Context, req driver.Request) (driver.Holde
 	return holder(req.Name, owner, fence, micros), true, nil
 }
 
-// join puts req's token in the row's queue when another live lease holds
-// it, and returns that holder; queued is false when the lock is free.
-func (d *leases) join(ctx context.Context, req driver.Request) (driver.Holder, bool, error) {
+// attemptInTurn makes a waiter's attempt (leaseAcquireInTurn): it grants
+// the lock, or puts req's token in the row's queue when another live
+// lease holds it or the lock is reserved for another waiter, and returns
+// that holder; queued is false when it did neither (the lock is free
+// again, or req's token was released). reserved is how long the other
+// waiter's reservation lasts when the lock is in hand-over, -1 otherwise.
+func (d *leases) attemptInTurn(ctx context.Context, req driver.Request) (g driver.Grant, h driver.Holder, queued bool, reserved time.Duration, err error) {
 	var (
-		owner         string
-		fence, micros int64
+		won                           bool
+		owner                         string
+		fence, micros, reservedMicros int64
 	)
-	err := d.pool.QueryRow(ctx, d.queue, req.Name, req.Token).Scan(&owner, &fence, &micros)
+	err = d.pool.QueryRow(ctx, d.acquireInTurn, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).
+		Scan(&won, &fence, &owner, &micros, &reservedMicros)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return driver.Holder{}, false, nil
+		return driver.Grant{}, driver.Holder{}, false, -1, nil
 	case err != nil:
-		return driver.Holder{}, false, d.classify(err)
+		return driver.Grant{}, driver.Holder{}, false, -1, d.classify(err)
+	case won:
+		return driver.Grant{Acquired: true, Fence: uint64(fence)}, driver.Holder{}, false, -1, nil
 	}
-	return holder(req.Name, owner, fence, micros), true, nil
+	reserved = -1
+	if reservedMicros >= 0 {
+		reserved = time.Duration(reservedMicros) * time.Microsecond
+	}
+	return driver.Grant{}, holder(req.Name, owner, fence, micros), true, reserved, nil
 }
 
 func holder(name, owner string, fence, micros int64) driver.Holder {
@@ -176,8 +186,8 @@ func (d *leases) Release(ctx context.Context, name, token string) error {
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return d.classify(err)
 	}
-	var current *string
-	if err := d.pool.QueryRow(ctx, d.tombstone, name, token).Scan(&current); err != nil {
+	var current, woken *string
+	if err := d.pool.QueryRow(ctx, d.tombstone, name, token, d.channel).Scan(&current, &woken); err != nil {
 		return d.classify(err)
 	}
 	return notHeld(token, current)
@@ -203,9 +213,10 @@ func (d *leases) maybeSweep(ctx context.Context) {
 const maxPoll = 250 * time.Millisecond
 
 // AcquireWait (driver.Queuer) waits for the lock in the row's queue: a
-// losing attempt appends its token to the row's waiters, and each release
-// notifies the head of the queue alone, by its token, on the table's
-// channel (one waiter woken, not the herd). The waiter retries when
+// losing attempt appends its token to the row's waiters, in the same
+// statement (leaseAcquireInTurn), and each release notifies the head of
+// the queue alone, by its token, on the table's channel (one waiter
+// woken, not the herd). The waiter retries when
 // notified, when the holder's lease runs out (expiry notifies nobody), or
 // every maxPoll; it leaves the queue when it wins, or, when ctx ends, by
 // the Release the portable layer makes for the abandoned attempt.
@@ -222,14 +233,13 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 	var last driver.Holder
 	for {
 		sent := time.Now()
-		g, won, err := d.grant(ctx, req, d.acquireInTurn)
-		if err != nil || won {
-			g.Since = sent
-			return g, err
-		}
-		h, queued, err := d.join(ctx, req)
+		g, h, queued, reserved, err := d.attemptInTurn(ctx, req)
 		if err != nil {
 			return driver.Grant{Holder: last}, err
+		}
+		if g.Acquired {
+			g.Since = sent
+			return g, nil
 		}
 		if !queued { // free again, expired, or released: ask why
 			if h, _, err = d.holderOf(ctx, req); err != nil {
@@ -239,7 +249,7 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 		if h.Name != "" {
 			last = h
 		}
-		t.Reset(pollAfter(h, queued))
+		t.Reset(pollBehind(pollAfter(h, queued), reserved))
 		select {
 		case <-woken:
 		case <-t.C:
@@ -251,11 +261,11 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 
 // pollAfter is how long a waiter sleeps when not notified: until the
 // holder's lease runs out, at most maxPoll; not at all when it did not
-// queue. The join queues a waiter whenever the lock is held or reserved
-// for another, so a waiter left out found the lock free (or its own) at
-// that moment; if someone took it since (holderOf says so), the waiter
-// attempts again and joins then, instead of sleeping maxPoll outside
-// the queue (a 250 ms stall now and then under contention).
+// queue. A waiter's attempt queues it whenever the lock is held or
+// reserved for another, so a waiter left out found the lock free (or its
+// own) at that moment; if someone took it since (holderOf says so), the
+// waiter attempts again and joins then, instead of sleeping maxPoll
+// outside the queue (a 250 ms stall now and then under contention).
 func pollAfter(h driver.Holder, queued bool) time.Duration {
 	switch {
 	case !queued:
@@ -264,6 +274,19 @@ func pollAfter(h driver.Holder, queued bool) time.Duration {
 		return h.TTL + time.Millisecond
 	}
 	return maxPoll
+}
+
+// pollBehind shortens a queued waiter's sleep to the reservation's
+// remaining time when the lock is in hand-over, reserved for another
+// waiter (reserved is -1 otherwise): nobody is notified when a
+// reservation lapses (its waiter died, or gave up without its Release
+// reaching the server), so the waiters queued behind it attempt again
+// then, instead of sleeping maxPoll.
+func pollBehind(poll, reserved time.Duration) time.Duration {
+	if reserved >= 0 {
+		return min(poll, reserved+time.Millisecond)
+	}
+	return poll
 }
 
 // Close stops the listener, and closes the pool when it was opened from a

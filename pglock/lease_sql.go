@@ -43,43 +43,79 @@ const grantable = `(l.token IS NULL OR l.token = $2 OR l.expires_at <= statement
 // an update of the existing one, the fence drawn from the sequence (kept
 // for a retried attempt), $2 leaving the row's queue of waiters. It
 // returns the fence, or no row when the lock was not granted: then
-// leaseHolder or leaseQueue says why, in a statement of its own (a new
-// snapshot, which sees the row that made this one lose). The uncontended
-// path is this one statement, as a hand-written upsert lease is.
+// leaseHolder says why, in a statement of its own (a new snapshot, which
+// sees the row that made this one lose). A waiter's attempt is
+// leaseAcquireInTurn instead. The uncontended path is this one
+// statement, as a hand-written upsert lease is.
 const leaseAcquire = `
 INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
 VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
 ON CONFLICT (name) DO UPDATE SET token = excluded.token, owner = excluded.owner,
 	fence = CASE WHEN l.token = $2 THEN l.fence ELSE excluded.fence END,
 	expires_at = excluded.expires_at, waiters = array_remove(l.waiters, $2), reserved = NULL
-WHERE ` + grantable + `{{inturn}}
+WHERE ` + grantable + `
 RETURNING l.fence`
+
+// leaseAcquireInTurn is a waiter's attempt (AcquireWait): one statement
+// that either grants the lock as leaseAcquire does, when it is grantable
+// and the waiter's turn (inTurn), or else puts $2 at the tail of the
+// row's queue of waiters (once; a queue of 64 tokens takes no more, and a
+// waiter left out polls) when the row is held by another live lease or
+// was just released to another waiter (queueable). Both are decided on
+// the row's latest version under its lock, as the upsert's conflict
+// handling reads it. It returns whether $2 holds the lock now, its fence,
+// and otherwise the holder (none for a lock in hand-over) and, for a lock
+// in hand-over, the microseconds left of the other waiter's reservation
+// (-1 otherwise): a waiter queued behind it retries when it lapses, for
+// nobody is notified then. No row means neither: the lock is free again
+// (or $2 was released); leaseHolder then says why.
+//
+// Before, a waiter's attempt was the grant, and when it lost a second
+// statement to queue: four statements per critical section under
+// contention (lose, queue, win, release), three now.
+const leaseAcquireInTurn = `
+INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
+VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
+ON CONFLICT (name) DO UPDATE SET
+	token = CASE WHEN ` + grantInTurn + ` THEN excluded.token ELSE l.token END,
+	owner = CASE WHEN ` + grantInTurn + ` THEN excluded.owner ELSE l.owner END,
+	fence = CASE WHEN ` + grantInTurn + ` AND l.token IS DISTINCT FROM $2 THEN excluded.fence ELSE l.fence END,
+	expires_at = CASE WHEN ` + grantInTurn + ` THEN excluded.expires_at ELSE l.expires_at END,
+	waiters = CASE WHEN ` + grantInTurn + ` THEN array_remove(l.waiters, $2)
+		WHEN $2 = ANY (l.waiters) OR cardinality(l.waiters) >= 64 THEN l.waiters ELSE l.waiters || $2::text END,
+	reserved = CASE WHEN ` + grantInTurn + ` THEN NULL ELSE l.reserved END
+WHERE ` + grantInTurn + ` OR ` + queueable + `
+RETURNING coalesce(l.token = $2, false), l.fence, l.owner,
+	coalesce((extract(epoch FROM l.expires_at - clock_timestamp()) * 1e6)::bigint, -1),
+	CASE WHEN l.token IS NULL THEN greatest(0, (extract(epoch FROM l.expires_at + ` + reservation + ` - clock_timestamp()) * 1e6)::bigint) ELSE -1 END`
+
+// grantInTurn is when a waiter's attempt takes the row: grantable, and its
+// turn (inTurn).
+const grantInTurn = `(` + grantable + inTurn + `)`
 
 // inTurn is added to a waiter's grant: a lock just released to a queued
 // waiter (reserved, notified) goes to that waiter, unless it has not come
 // for it within 50 ms (it died without leaving the queue). A try is not
 // held back by it: it never waits.
 const inTurn = ` AND (l.reserved IS NULL OR l.reserved = $2 OR l.token IS NOT NULL
-	OR l.expires_at < statement_timestamp() - interval '50 milliseconds')`
+	OR l.expires_at < statement_timestamp() - ` + reservation + `)`
+
+// queueable is when a waiter that does not take the row joins its queue:
+// it is held by another live lease, or free and reserved for another
+// waiter whose turn has not lapsed, and $2 was not released.
+const queueable = `(NOT ($2 = ANY (l.dead)) AND (
+	(l.token IS NOT NULL AND l.token <> $2 AND l.expires_at > clock_timestamp())
+	OR (l.token IS NULL AND l.reserved <> $2 AND l.expires_at >= clock_timestamp() - ` + reservation + `)))`
+
+// reservation is how long a lock released to a queued waiter is kept for
+// it (see inTurn).
+const reservation = `interval '50 milliseconds'`
 
 // leaseHolder describes the row after a losing attempt: its token (NULL
 // when free), owner, fence, time left, and whether $2 was released.
 const leaseHolder = `
 SELECT h.token, h.owner, h.fence, ` + microsLeft + `, $2 = ANY (h.dead)
 FROM {{table}} h WHERE h.name = $1`
-
-// leaseQueue puts $2 at the tail of the row's queue of waiters (once; a
-// queue of 64 tokens takes no more, and a waiter left out polls) if the
-// row is held by another live lease or was just released to another
-// waiter, and returns the holder (none for a lock in hand-over). No row
-// means the lock is free (or $2 was released): attempt again.
-const leaseQueue = `
-UPDATE {{table}} h SET waiters = CASE WHEN $2 = ANY (h.waiters) OR cardinality(h.waiters) >= 64
-		THEN h.waiters ELSE h.waiters || $2::text END
-WHERE h.name = $1 AND NOT ($2 = ANY (h.dead)) AND (
-	(h.token IS NOT NULL AND h.token <> $2 AND h.expires_at > clock_timestamp())
-	OR (h.token IS NULL AND h.reserved <> $2 AND h.expires_at >= clock_timestamp() - interval '50 milliseconds'))
-RETURNING h.owner, h.fence, ` + microsLeft
 
 // microsLeft is a row's remaining lease in microseconds, -1 when free.
 const microsLeft = `coalesce((extract(epoch FROM h.expires_at - clock_timestamp()) * 1e6)::bigint, -1)`
@@ -101,15 +137,15 @@ SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM {{table}} WHERE name = $1)`
 // the queue costs one wasted wake-up, not a stuck queue; a waiter leaves
 // the queue when it wins. It returns a row when $2 held the lock (the
 // notified token or NULL), none otherwise: then leaseTombstone runs.
+// It is a bare UPDATE that notifies in its RETURNING list, which sees
+// the updated row: reserved is the old head of the queue, the token
+// notified.
 const leaseRelease = `
-WITH r AS (
-	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
-		dead = ` + deadAppend + `, waiters = ` + rotate + `,
-		reserved = CASE WHEN cardinality(l.waiters) > 0 THEN l.waiters[1] END
-	WHERE l.name = $1 AND l.token = $2
-	RETURNING l.waiters[cardinality(l.waiters)] AS next
-)
-SELECT r.next, CASE WHEN r.next IS NOT NULL THEN pg_notify($3, r.next)::text END FROM r`
+UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
+	dead = ` + deadAppend + `, waiters = ` + rotate + `,
+	reserved = CASE WHEN cardinality(l.waiters) > 0 THEN l.waiters[1] END
+WHERE l.name = $1 AND l.token = $2
+RETURNING l.reserved, CASE WHEN l.reserved IS NOT NULL THEN pg_notify($3, l.reserved)::text END`
 
 // leaseTombstone records $2 as released on a name it does not hold,
 // whatever the row's state: it creates the row when there is none, and
@@ -117,16 +153,37 @@ SELECT r.next, CASE WHEN r.next IS NOT NULL THEN pg_notify($3, r.next)::text END
 // waits for it and then frees what it granted. A stalled attempt that
 // runs later finds $2 released and grants nothing. It returns the token
 // holding the row now.
+//
+// $2 also leaves the queue, and when the lock was in $2's hands (what its
+// stalled attempt granted) or reserved for $2 (a waiter that gave up just
+// as the lock was released to it), the lock is handed to the next waiter,
+// as leaseRelease does: reserved for the head of the queue, which is
+// notified on channel $3 and moved to the tail. Before, a waiter that
+// gave up once notified left the lock reserved for nobody, and the queue
+// behind it slept until its poll (maxPoll, 250 ms) with nobody notified.
+// The reserved waiter of a free row is notified whether or not this
+// statement handed it the lock: a second notification only makes it
+// attempt, and win, again.
 const leaseTombstone = `
 INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at, dead)
 VALUES ($1, NULL, '', 0, clock_timestamp(), ARRAY[$2::text])
 ON CONFLICT (name) DO UPDATE SET
 	token = CASE WHEN l.token = $2 THEN NULL ELSE l.token END,
 	owner = CASE WHEN l.token = $2 THEN '' ELSE l.owner END,
-	expires_at = CASE WHEN l.token = $2 THEN clock_timestamp() ELSE l.expires_at END,
+	expires_at = CASE WHEN ` + handOver + ` THEN clock_timestamp() ELSE l.expires_at END,
 	dead = ` + deadAppend + `,
-	waiters = array_remove(l.waiters, $2)
-RETURNING l.token`
+	reserved = CASE WHEN ` + handOver + ` THEN (array_remove(l.waiters, $2))[1] ELSE l.reserved END,
+	waiters = CASE WHEN ` + handOver + ` THEN ` + rotateWithout + ` ELSE array_remove(l.waiters, $2) END
+RETURNING l.token, CASE WHEN l.token IS NULL AND l.reserved IS NOT NULL THEN pg_notify($3, l.reserved)::text END`
+
+// handOver is when leaseTombstone hands the lock to the next waiter: $2
+// holds it (its stalled attempt granted it) or it is free and reserved
+// for $2.
+const handOver = `(l.token = $2 OR (l.token IS NULL AND l.reserved = $2))`
+
+// rotateWithout is the row's waiters without $2, the head moved to the
+// tail.
+const rotateWithout = `(array_remove(l.waiters, $2))[2:] || (array_remove(l.waiters, $2))[1:1]`
 
 // rotate moves the head of a row's waiters queue to its tail.
 const rotate = `CASE WHEN cardinality(l.waiters) > 1 THEN l.waiters[2:] || l.waiters[1] ELSE l.waiters END`
