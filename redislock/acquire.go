@@ -60,6 +60,11 @@ func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.
 // acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
 func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) *redis.Cmd {
 	keys := d.keys.Set(req.Name, d.cluster)
+	if lease <= 0 {
+		// A single attempt: the script takes the absent lease arguments
+		// as 0, and each argument sent costs the server a string.
+		return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
+	}
 	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds(), waitLeft(ctx, lease), waitDeadline(ctx, lease))
 }
 

@@ -2,6 +2,9 @@ package redislock
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -34,10 +37,10 @@ func bounded[T any](ctx context.Context, d *redisDriver, fn func() (T, error)) (
 		return fn()
 	}
 	ch := make(chan result[T], 1)
-	go func() {
+	d.workers.run(func() {
 		v, err := fn()
 		ch <- result[T]{v, err}
-	}()
+	})
 	select {
 	case r := <-ch:
 		return r.v, r.err
@@ -46,3 +49,54 @@ func bounded[T any](ctx context.Context, d *redisDriver, fn func() (T, error)) (
 		return zero, ctx.Err()
 	}
 }
+
+// workerIdle is how long an idle worker of bounded waits for another call
+// before it exits.
+const workerIdle = 100 * time.Millisecond
+
+// workers runs bounded's calls on goroutines that serve one call after
+// another while calls keep coming. A goroutine per call costs its start
+// and, the go-redis call path being deep, the growth of its stack: on a
+// client without ContextTimeoutEnabled that was a large share of an
+// uncontended cycle's client CPU. Idle workers exit after workerIdle, and
+// at once when the driver closes (stop); a worker busy with a call that
+// outlived its caller's deadline exits when that call returns.
+type workers struct {
+	jobs    chan func()
+	quit    chan struct{}
+	stopped sync.Once
+	started atomic.Int64 // workers started so far, for the tests
+}
+
+func newWorkers() *workers { return &workers{jobs: make(chan func()), quit: make(chan struct{})} }
+
+// run hands job to an idle worker, else starts one.
+func (w *workers) run(job func()) {
+	select {
+	case w.jobs <- job:
+	default:
+		w.started.Add(1)
+		go w.loop(job)
+	}
+}
+
+func (w *workers) loop(job func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		job()
+		job = nil
+		idle.Reset(workerIdle)
+		select {
+		case job = <-w.jobs:
+		case <-idle.C:
+			return
+		case <-w.quit:
+			return
+		}
+	}
+}
+
+// stop makes idle workers exit now. It does not wait for a busy one: its
+// call outlived its caller's deadline, and Close must not hang on it.
+func (w *workers) stop() { w.stopped.Do(func() { close(w.quit) }) }

@@ -12,7 +12,11 @@
 // finds its own token (the first reply was lost) is a grant. Refresh and
 // release are one token-checked script each; refresh never re-creates a
 // lock and says whether it was gone or taken over. Release publishes on
-// the lock's channel; a Locker's waiters share ONE pub/sub connection, and
+// the lock's channel while someone watches it (a watched mark, set by
+// Watch and by each attempt that finds the lock held, for 30 s: with no
+// mark and no queue the release publishes nothing, which saves the
+// uncontended release a call; waiters of versions without the mark are
+// then woken by their backoff); a Locker's waiters share ONE pub/sub connection, and
 // each release wakes one waiter per Locker (the one waiting longest),
 // which tries at once: no herd, and polling with backoff is only the
 // fallback for a lost message or an expiry. The watchdog refreshes many
@@ -35,7 +39,8 @@
 // The uncontended acquire is one script of four server calls (TIME;
 // EXISTS of the lock, the queue and a legacy counter; SET ... GET of the
 // fence counter; SET PX of the lock); only a queue, a held lock or a
-// legacy counter takes the longer path. Scripts are cached on the server
+// legacy counter takes the longer path. The uncontended release is three
+// (GET, DEL, and EXISTS of the queue and the watched mark). Scripts are cached on the server
 // by New (SCRIPT LOAD) and sent by digest (EVALSHA). Redis 6.2 or later is
 // needed (SET ... GET).
 //
@@ -43,7 +48,8 @@
 // a Cluster: prefix{name} (the lock: "token\nfence\nowner" with a PX
 // expiry), prefix{name}:queue, prefix{name}:waiters and prefix{name}:asks
 // (the fair queue, the waiters' deadlines and requests; they expire when
-// nobody waits), and the channels prefix{name}:released and
+// nobody waits), prefix{name}:watched (the watched mark, which expires
+// 30 s after a waiter last set it), and the channels prefix{name}:released and
 // prefix{name}:released:TOKEN (one per queued waiter). A '}' in a name is
 // stored as %7D. The fence counter is prefix + "fence", one per server, or
 // in a Cluster prefix + "fence:{TAG}", one per hash slot (TAG a short

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -45,9 +46,24 @@ func newNotifier(c redis.UniversalClient) *notifier {
 	return &notifier{client: c, subs: map[string]*subscription{}, acks: map[string][]chan struct{}{}}
 }
 
-// Watch implements driver.Notifier for the channel of name.
+// Watch implements driver.Notifier for the channel of name. Once the
+// subscription is in place it sets name's watched mark, without which a
+// release with nobody queued publishes nothing (it saves the uncontended
+// release a call); the waiter's own attempts that find the lock held keep
+// the mark alive (redisscript.WatchedTTL).
 func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	return d.notify.watch(ctx, d.keys.Channel(name), false)
+	ch, stop, err := d.notify.watch(ctx, d.keys.Channel(name), false)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, err = bounded(ctx, d, func() (struct{}, error) {
+		return struct{}{}, d.client.Set(ctx, d.keys.Watched(name), "1", redisscript.WatchedTTL).Err()
+	})
+	if err != nil {
+		stop()
+		return nil, nil, redisscript.Classify(err)
+	}
+	return ch, stop, nil
 }
 
 // watch subscribes a waiter that shares channel with others; wake says

@@ -171,6 +171,9 @@ type redisDriver struct {
 	// honours: the client returns by its context's deadline on its own
 	// (ContextTimeoutEnabled); if not, calls are bounded (deadline.go).
 	honours bool
+	// workers run the calls of bounded when the client does not honour
+	// deadlines.
+	workers *workers
 	// bg tracks best-effort cleanups (leaving a queue, undoing a grant
 	// that replicas did not confirm) that run after the call that needed
 	// them has returned by its deadline; Close waits for them.
@@ -181,6 +184,7 @@ func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDrive
 	d := &redisDriver{client: client, owned: owned, keys: redisscript.Keys{Prefix: cfg.prefix}, cfg: cfg}
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.honours = honoursDeadlines(client)
+	d.workers = newWorkers()
 	d.notify = newNotifier(client)
 	if cfg.logger != nil {
 		d.useLogger(cfg.logger)
@@ -253,8 +257,9 @@ func (d *redisDriver) refresh(ctx context.Context, c redis.Scripter, name, token
 	return outcome(n)
 }
 
-// Release runs the release script, which also publishes on the name's
-// release channel to wake waiters.
+// Release runs the release script, which also hands the lock to the
+// queue's head, or publishes on the name's release channel while someone
+// watches it.
 func (d *redisDriver) Release(ctx context.Context, name, token string) error {
 	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.release(ctx, d.client, name, token) })
 	return err
@@ -262,12 +267,14 @@ func (d *redisDriver) Release(ctx context.Context, name, token string) error {
 
 func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token string) error {
 	ks := d.keys.Set(name, d.cluster)
-	keys := []string{ks[0], ks[2], ks[1], ks[3], ks[5]}
-	handoff := "1"
+	keys := []string{ks[0], ks[2], ks[1], ks[3], ks[5], ks[6]}
+	var cmd *redis.Cmd
 	if d.cfg.replicas > 0 {
-		handoff = "0"
+		cmd = redisscript.Release.Run(ctx, c, keys, token, "0") // no hand-off
+	} else {
+		cmd = redisscript.Release.Run(ctx, c, keys, token)
 	}
-	n, err := redisscript.Release.Run(ctx, c, keys, token, ks[0]+":released", handoff).Int64()
+	n, err := cmd.Int64()
 	if err != nil {
 		return redisscript.Classify(err)
 	}
@@ -294,6 +301,7 @@ func (d *redisDriver) Close() error {
 	if d.owned {
 		err = errors.Join(err, d.client.Close())
 	}
+	d.workers.stop()
 	return err
 }
 

@@ -118,12 +118,17 @@ func redisURL(u *url.URL) (redislock.Config, func() redis.UniversalClient, error
 		if err != nil {
 			return rcfg, nil, fmt.Errorf("%w: redis cluster URL: %s", dlock.ErrInvalidArgument, scrubURLErr(err, u))
 		}
+		o.ContextTimeoutEnabled = true // as dlock.Open builds it (redislock's URL default)
 		return rcfg, func() redis.UniversalClient { return redis.NewClusterClient(o) }, nil
 	}
 	o, err := redis.ParseURL(v.String())
 	if err != nil {
 		return rcfg, nil, fmt.Errorf("%w: redis URL: %s", dlock.ErrInvalidArgument, scrubURLErr(err, u))
 	}
+	// Both sides' clients are built as dlock.Open builds one from the URL:
+	// with ContextTimeoutEnabled (redislock's URL default), without which
+	// the driver bounds each call by a deadline on a goroutine of its own.
+	o.ContextTimeoutEnabled = true
 	return rcfg, func() redis.UniversalClient { return redis.NewClient(o) }, nil
 }
 

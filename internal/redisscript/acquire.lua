@@ -4,8 +4,9 @@
 -- slot), KEYS[3] queue (zset token -> arrival in us), KEYS[4] waiter
 -- deadlines (zset token -> ms), KEYS[5] the name's legacy fence counter,
 -- KEYS[6] queued waiters' requests (hash token -> "ttl\nowner", for the
--- release's hand-off); one hash slot.
--- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] owner, ARGV[4] waiter lease in
+-- release's hand-off), KEYS[7] the watched mark (see below); one hash slot.
+-- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] owner, ARGV[4] (optional:
+-- absent for 0) waiter lease in
 -- ms: 0 for a single attempt, else the caller queues (or stays queued)
 -- when it is not granted, and must come back within that lease. ARGV[5]
 -- (optional, ms, 0 for none) is what is left of the caller's wait: its
@@ -16,6 +17,10 @@
 -- sooner, since what is left counts from the script's run, which is later
 -- than the caller's send by the request's latency.
 -- The lock's value is "token\nfence\nowner".
+-- A single attempt (ARGV[4] 0) that finds the lock held sets the watched
+-- mark for 30 s: while it is set, the release publishes on the release
+-- channel, for the waiters that poll with single attempts (and Watch sets
+-- it too); with no mark and no queue the release publishes nothing.
 -- Returns {1, fence, server time in us} when ARGV[1] holds the lock (now,
 -- or already: a retry whose first reply was lost; its TTL is then renewed),
 -- else {0, fence, owner, pttl, server time} describing the holder, with
@@ -54,7 +59,7 @@ local function grant(legacy)
   return {1, f, us}
 end
 
-local tok, lease = ARGV[1], tonumber(ARGV[4])
+local tok, lease = ARGV[1], tonumber(ARGV[4] or '0') or 0
 local stay = lease
 local budget = tonumber(ARGV[5] or '0') or 0
 if budget > 0 and budget < stay then
@@ -84,7 +89,11 @@ if v then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, fence, us}
   end
-  enqueue()
+  if lease > 0 then
+    enqueue()
+  else
+    redis.call('SET', KEYS[7], '1', 'PX', 30000)
+  end
   return {0, fence or '0', owner or '', redis.call('PTTL', KEYS[1]), us}
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then

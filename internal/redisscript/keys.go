@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // DefaultPrefix starts every key and channel the drivers use.
@@ -33,7 +34,7 @@ func (k Keys) Lock(name string) string { return k.Prefix + "{" + escaper.Replace
 
 // Set returns every key of name that the acquire script uses, in its
 // KEYS order: lock, fence counter, queue, waiter deadlines, legacy fence,
-// waiters' requests.
+// waiters' requests, watched mark.
 // It escapes the name once.
 func (k Keys) Set(name string, cluster bool) []string {
 	lock := k.Lock(name)
@@ -41,8 +42,26 @@ func (k Keys) Set(name string, cluster bool) []string {
 	if cluster {
 		counter = k.Prefix + "fence:{" + SlotTag(Slot(lock)) + "}"
 	}
-	return []string{lock, counter, lock + ":queue", lock + ":waiters", lock + ":fence", lock + ":asks"}
+	// The five keys derived from lock are slices of one string: one
+	// allocation instead of five, on every acquire and release.
+	all := lock + ":queue" + lock + ":waiters" + lock + ":fence" + lock + ":asks" + lock + ":watched"
+	n := len(lock)
+	queue, all := all[:n+6], all[n+6:]
+	waiters, all := all[:n+8], all[n+8:]
+	legacy, all := all[:n+6], all[n+6:]
+	asks, watched := all[:n+5], all[n+5:]
+	return []string{lock, counter, queue, waiters, legacy, asks, watched}
 }
+
+// Watched returns the key of name's watched mark: while it exists, a
+// release publishes on the release channel even when nobody queues. Watch
+// sets it, and so does a single attempt that finds the lock held; it
+// expires on its own (after WatchedTTL).
+func (k Keys) Watched(name string) string { return k.Lock(name) + ":watched" }
+
+// WatchedTTL is how long a watched mark lasts after it was last set. The
+// acquire script sets it for as long (30000 ms).
+const WatchedTTL = 30 * time.Second
 
 // LegacyFence returns the per-name fence counter key that versions before
 // the bounded layout kept forever.

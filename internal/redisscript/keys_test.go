@@ -90,7 +90,7 @@ func TestSet(t *testing.T) {
 	k := Keys{Prefix: "p:"}
 	for _, cluster := range []bool{false, true} {
 		got := k.Set("a}b", cluster)
-		want := []string{k.Lock("a}b"), k.Counter("a}b", cluster), k.Queue("a}b"), k.Deadlines("a}b"), k.LegacyFence("a}b"), k.Asks("a}b")}
+		want := []string{k.Lock("a}b"), k.Counter("a}b", cluster), k.Queue("a}b"), k.Deadlines("a}b"), k.LegacyFence("a}b"), k.Asks("a}b"), k.Watched("a}b")}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("Set(cluster=%v) = %q, want %q", cluster, got, want)
 		}

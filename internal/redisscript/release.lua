@@ -1,13 +1,18 @@
 -- release: delete a lock held by a token and hand it to the next waiter.
 -- KEYS[1] lock key, KEYS[2] queue, KEYS[3] fence counter, KEYS[4] waiter
--- deadlines, KEYS[5] waiters' requests (hash token -> "ttl\nowner").
--- ARGV[1] token, ARGV[2] release channel, ARGV[3] '1' to hand off.
--- When nobody queues, the message goes to the release channel, for
--- non-queued waiters. When waiters queue, the lock goes straight to the
+-- deadlines, KEYS[5] waiters' requests (hash token -> "ttl\nowner"),
+-- KEYS[6] watched mark.
+-- ARGV[1] token, ARGV[2] (optional, '1' when absent) '1' to hand off.
+-- The release channel is KEYS[1] .. ':released'.
+-- When nobody queues and nobody watches (no watched mark: set by Watch
+-- and by a single attempt that found the lock held), the release
+-- publishes nothing: the fast path is GET, DEL and one EXISTS. When
+-- nobody queues but the mark is set, the message goes to the release
+-- channel, for non-queued waiters. When waiters queue, the lock goes straight to the
 -- live waiter at the head of the queue (hand-off: the waiter needs no
 -- round trip of its own), with a fresh fence, and the message
 -- "g FENCE TIME" (server time in us) goes only to that waiter's own
--- channel (ARGV[2]:token). Without hand-off (ARGV[3] '0', for replica
+-- channel (release channel:token). Without hand-off (ARGV[2] '0', for replica
 -- sync, whose waiters must WAIT on their own grant) the head is told to
 -- try with an empty message.
 -- Returns 1 (released), 0 (gone already), -1 (another token holds it).
@@ -19,13 +24,17 @@ if string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\n' then
   return -1
 end
 redis.call('DEL', KEYS[1])
-local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-if not head then
-  redis.call('PUBLISH', ARGV[2], '')
+if redis.call('EXISTS', KEYS[2], KEYS[6]) == 0 then
   return 1
 end
-if ARGV[3] ~= '1' then
-  redis.call('PUBLISH', ARGV[2] .. ':' .. head, '')
+local ch = KEYS[1] .. ':released'
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if not head then
+  redis.call('PUBLISH', ch, '')
+  return 1
+end
+if (ARGV[2] or '1') ~= '1' then
+  redis.call('PUBLISH', ch .. ':' .. head, '')
   return 1
 end
 local t = redis.call('TIME')
@@ -42,9 +51,9 @@ end
 local ask = head and redis.call('HGET', KEYS[5], head)
 if not ask then
   if head then
-    redis.call('PUBLISH', ARGV[2] .. ':' .. head, '')
+    redis.call('PUBLISH', ch .. ':' .. head, '')
   else
-    redis.call('PUBLISH', ARGV[2], '')
+    redis.call('PUBLISH', ch, '')
   end
   return 1
 end
@@ -60,5 +69,5 @@ redis.call('SET', KEYS[1], head .. '\n' .. f .. '\n' .. owner, 'PX', ttl)
 redis.call('ZREM', KEYS[2], head)
 redis.call('ZREM', KEYS[4], head)
 redis.call('HDEL', KEYS[5], head)
-redis.call('PUBLISH', ARGV[2] .. ':' .. head, 'g ' .. f .. ' ' .. us)
+redis.call('PUBLISH', ch .. ':' .. head, 'g ' .. f .. ' ' .. us)
 return 1
