@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/pglock"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestHandOffToNextWhenReservedGivesUp: a release hands the lock to the
@@ -21,23 +19,7 @@ import (
 // ms): the contended benchmark's p99 wait of 250 ms, whenever a round
 // ended with the head of the queue giving up.
 func TestHandOffToNextWhenReservedGivesUp(t *testing.T) {
-	d := newDB(t)
-	drv := d.locker(t, pglock.Config{}).Driver()
-	q := drv.(driver.Queuer)
-	spy, err := pgx.Connect(ctx(t), d.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spy.Close(context.Background())
-	if _, err := spy.Exec(ctx(t), "LISTEN dlock_leases"); err != nil {
-		t.Fatal(err)
-	}
-	req := func(tok string) driver.Request {
-		return driver.Request{Name: "handoff", Token: tok, Owner: tok, TTL: time.Minute}
-	}
-	if g, err := drv.TryAcquire(ctx(t), req("holder")); err != nil || !g.Acquired {
-		t.Fatalf("holder: %+v %v", g, err)
-	}
+	d, drv, q, spy, req := handOffSetUp(t)
 	// "gone" queues first: a waiter that will give up when notified.
 	d.exec(t, `UPDATE dlock_leases SET waiters = ARRAY['gone'] WHERE name = 'handoff'`)
 	type result struct {

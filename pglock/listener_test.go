@@ -11,19 +11,20 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestHandOff checks lease mode's queue: waiters queue in arrival order,
-// each release notifies the head of the queue alone (by its token, on the
-// table's channel), and the woken waiter takes the lock. A listening
-// connection of the test's own sees every notification.
-func TestHandOff(t *testing.T) {
+// handOffSetUp gives a lease-mode driver on a fresh database whose name
+// "handoff" is held by the token "holder", the driver's Queuer, a
+// connection of the test's own that LISTENs on the table's channel (it
+// sees every notification), and req, which makes a request on "handoff"
+// for a token.
+func handOffSetUp(t *testing.T) (*db, driver.Driver, driver.Queuer, *pgx.Conn, func(tok string) driver.Request) {
+	t.Helper()
 	d := newDB(t)
 	drv := d.locker(t, pglock.Config{}).Driver()
-	q := drv.(driver.Queuer)
 	spy, err := pgx.Connect(ctx(t), d.url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer spy.Close(context.Background())
+	t.Cleanup(func() { _ = spy.Close(context.Background()) })
 	if _, err := spy.Exec(ctx(t), "LISTEN dlock_leases"); err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +34,15 @@ func TestHandOff(t *testing.T) {
 	if g, err := drv.TryAcquire(ctx(t), req("holder")); err != nil || !g.Acquired {
 		t.Fatalf("holder: %+v %v", g, err)
 	}
+	return d, drv, drv.(driver.Queuer), spy, req
+}
+
+// TestHandOff checks lease mode's queue: waiters queue in arrival order,
+// each release notifies the head of the queue alone (by its token, on the
+// table's channel), and the woken waiter takes the lock. A listening
+// connection of the test's own sees every notification.
+func TestHandOff(t *testing.T) {
+	d, drv, q, spy, req := handOffSetUp(t)
 	type result struct {
 		tok string
 		g   driver.Grant

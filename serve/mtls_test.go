@@ -1,55 +1,26 @@
 package serve_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/dlockdev/dlock/internal/testcert"
 	"github.com/dlockdev/dlock/serve"
 )
-
-// cert makes a certificate signed by parent (self-signed when nil).
-func cert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey, tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: isCA, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	return c, key, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // TestMutualTLS: with client certificates required, a client without one
 // is refused in the handshake, and one with a certificate from the CA is
 // served without a token.
 func TestMutualTLS(t *testing.T) {
-	ca, caKey, _ := cert(t, "dlock test CA", nil, nil, true)
-	_, _, serverCert := cert(t, "127.0.0.1", ca, caKey, false)
-	_, _, clientCert := cert(t, "worker-7", ca, caKey, false)
+	ca := testcert.New(t, "dlock test CA", nil, true)
+	serverCert := testcert.New(t, "127.0.0.1", ca, false).TLS
+	clientCert := testcert.New(t, "worker-7", ca, false).TLS
 	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	pool.AddCert(ca.X509)
 
 	srv, err := serve.New(serve.Config{Locker: openLocker(t, "mem://mtls"), Tokens: []string{clientTok}})
 	if err != nil {
@@ -77,8 +48,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatalf("a client with a CA-signed certificate: %d", resp.StatusCode)
 	}
 	// A certificate from another CA fails the handshake.
-	other, otherKey, _ := cert(t, "other CA", nil, nil, true)
-	_, _, stranger := cert(t, "stranger", other, otherKey, false)
+	stranger := testcert.New(t, "stranger", testcert.New(t, "other CA", nil, true), false).TLS
 	if resp, err := client(stranger).Get(ts.URL + "/v1/locks"); err == nil {
 		resp.Body.Close()
 		t.Fatal("a certificate from another CA was served")

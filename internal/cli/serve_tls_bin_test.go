@@ -1,16 +1,9 @@
 package cli
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,49 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockdev/dlock/internal/testcert"
 	"github.com/dlockdev/dlock/internal/testserver"
 )
-
-// testCert makes a certificate for cn signed by parent (self-signed when
-// parent is nil), and writes it and its key as PEM files into dir.
-func testCert(t *testing.T, dir, cn string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey, tls.Certificate, string, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: isCA, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile := filepath.Join(dir, cn+".pem"), filepath.Join(dir, cn+".key")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
-	return c, key, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, certFile, keyFile
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // waitServing waits until get succeeds at base+"/healthz".
 func waitServing(t *testing.T, get func(string) (*http.Response, error), base string, errb *syncBuffer) {
@@ -85,13 +38,13 @@ func waitServing(t *testing.T, get func(string) (*http.Response, error), base st
 // refused in the handshake; one with a certificate from the CA is served.
 func TestServeMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, caKey, _, caFile, _ := testCert(t, dir, "ca", nil, nil, true)
-	_, _, _, srvCert, srvKey := testCert(t, dir, "server", ca, caKey, false)
-	_, _, clientCert, _, _ := testCert(t, dir, "worker-7", ca, caKey, false)
-	other, otherKey, _, _, _ := testCert(t, dir, "other-ca", nil, nil, true)
-	_, _, stranger, _, _ := testCert(t, dir, "stranger", other, otherKey, false)
+	ca := testcert.New(t, "ca", nil, true)
+	caFile, _ := ca.WritePEM(t, dir, "ca")
+	srvCert, srvKey := testcert.New(t, "server", ca, false).WritePEM(t, dir, "server")
+	clientCert := testcert.New(t, "worker-7", ca, false).TLS
+	stranger := testcert.New(t, "stranger", testcert.New(t, "other-ca", nil, true), false).TLS
 	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	pool.AddCert(ca.X509)
 	client := func(certs ...tls.Certificate) *http.Client {
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs}}}
