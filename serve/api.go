@@ -254,12 +254,8 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	evicted := e.lease.Err()
-	err := e.lease.Release(r.Context())
+	err := e.lease.Release(r.Context()) // a lease lost before says why
 	s.leases.remove(e.id)
-	if evicted != nil && !errors.Is(evicted, dlock.ErrReleased) {
-		err = evicted // lost before this call: say why, as the library does
-	}
 	if err != nil && !errors.Is(err, dlock.ErrReleased) {
 		writeError(w, err)
 		return
