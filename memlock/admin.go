@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -80,28 +81,29 @@ func (d *memDriver) ForceRelease(ctx context.Context, name string) (driver.Holde
 	return evicted, ok, d.s.fences[name], nil
 }
 
-// WatchEvictions implements driver.EvictionWatcher.
+// WatchEvictions implements driver.EvictionWatcher. No push is dropped:
+// each subscription queues its own (evictionSub).
 func (d *memDriver) WatchEvictions(ctx context.Context) (<-chan driver.Eviction, func(), error) {
 	if err := d.begin(ctx); err != nil {
 		return nil, nil, err
 	}
 	defer d.s.mu.Unlock()
-	ch := make(chan driver.Eviction, 16)
-	d.s.evictions[ch] = struct{}{}
-	return ch, func() {
-		d.s.mu.Lock()
-		delete(d.s.evictions, ch)
-		d.s.mu.Unlock()
+	sub := newEvictionSub()
+	d.s.evictions[sub] = struct{}{}
+	var once sync.Once
+	return sub.out, func() {
+		once.Do(func() {
+			d.s.mu.Lock()
+			delete(d.s.evictions, sub)
+			d.s.mu.Unlock()
+			sub.stop()
+		})
 	}, nil
 }
 
-// pushEviction tells every eviction watcher, dropping the news for a
-// watcher whose buffer is full (its next refresh tells it). s.mu is held.
+// pushEviction tells every eviction watcher. s.mu is held.
 func (s *Store) pushEviction(e driver.Eviction) {
-	for ch := range s.evictions {
-		select {
-		case ch <- e:
-		default:
-		}
+	for sub := range s.evictions {
+		sub.push(e)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/dlockdev/dlock/driver"
 )
 
 // ErrStopped is returned by every operation on a stopped Store, the way a
@@ -21,7 +19,7 @@ type Store struct {
 	fences   map[string]uint64
 	watchers map[string]map[chan struct{}]struct{}
 	// evictions are the driver.EvictionWatcher subscribers.
-	evictions map[chan driver.Eviction]struct{}
+	evictions map[*evictionSub]struct{}
 }
 
 type entry struct {
@@ -37,7 +35,7 @@ func NewStore() *Store {
 		holders:   map[string]*entry{},
 		fences:    map[string]uint64{},
 		watchers:  map[string]map[chan struct{}]struct{}{},
-		evictions: map[chan driver.Eviction]struct{}{},
+		evictions: map[*evictionSub]struct{}{},
 	}
 }
 

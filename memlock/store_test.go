@@ -3,10 +3,12 @@ package memlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/memlock"
 )
 
@@ -150,5 +152,54 @@ func TestConfigDriver(t *testing.T) {
 	}
 	if _, err := (memlock.Config{}).Driver(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("Driver(nil) = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestEvictionPushesAreNotDropped: a subscriber that reads nothing while
+// 100 locks are force-released still gets all 100 evictions afterwards,
+// in order (a bounded channel used to drop the news past 16, and those
+// holders learned at their next refresh instead).
+func TestEvictionPushesAreNotDropped(t *testing.T) {
+	ctx := context.Background()
+	store := memlock.NewStore()
+	holder, err := memlock.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	admin, err := memlock.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ew := admin.Driver().(driver.EvictionWatcher)
+	ch, stop, err := ew.WatchEvictions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	const n = 100
+	fences := make([]uint64, n)
+	for i := range n {
+		ls, err := holder.Acquire(ctx, fmt.Sprintf("burst-%d", i), dlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fences[i] = ls.Fence()
+	}
+	for i := range n {
+		if _, ok, _, err := admin.ForceRelease(ctx, fmt.Sprintf("burst-%d", i)); err != nil || !ok {
+			t.Fatalf("ForceRelease %d: ok %v, %v", i, ok, err)
+		}
+	}
+	for i := range n {
+		select {
+		case e := <-ch:
+			if want := (driver.Eviction{Name: fmt.Sprintf("burst-%d", i), Fence: fences[i]}); e != want {
+				t.Fatalf("eviction %d = %+v, want %+v", i, e, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d evictions arrived", i, n)
+		}
 	}
 }
