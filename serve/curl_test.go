@@ -1,11 +1,13 @@
 package serve_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCurlWalkthrough runs the curl walkthrough of docs/serve.md, as
@@ -26,7 +28,7 @@ func TestCurlWalkthrough(t *testing.T) {
 	if !ok || m == nil {
 		t.Fatal("docs/serve.md has no sh block under \"A walkthrough with curl\"")
 	}
-	e := newEnv(t, "mem://curl-walkthrough", nil)
+	e := newEnv(t, fmt.Sprintf("mem://curl-walkthrough-%d", time.Now().UnixNano()), nil) // fences from 1, also under -count
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", m[1])
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), "DLOCK_SERVE="+e.url, "TOKEN="+clientTok, "ADMIN_TOKEN="+adminTok)
