@@ -120,13 +120,13 @@ func toLease(e *entry, withState bool) leaseJSON {
 		TTLms: ls.TTL().Milliseconds(), ExpiresAt: time.Now().Add(time.Until(ls.Expires())).UTC(),
 		Owner: ls.Owner(), Slot: ls.Slot(), Permits: e.permits}
 	if withState {
-		out.State = leaseState(e)
+		out.State = leaseState(ls)
 	}
 	return out
 }
 
-func leaseState(e *entry) string {
-	switch err := e.lease.Err(); {
+func leaseState(ls *dlock.Lease) string {
+	switch err := ls.Err(); {
 	case err == nil:
 		return "held"
 	case errors.Is(err, dlock.ErrReleased):
