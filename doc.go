@@ -40,4 +40,16 @@
 //
 // Open picks the driver by URL scheme; see Open for the table. The query
 // keys ttl, wait and owner set a Locker's defaults.
+//
+// A URL names all its settings or fails. Open refuses, with an error
+// wrapping ErrInvalidArgument that names the part: a pair Go's URL.Query
+// would silently drop (one holding a ';' — write it %3B inside a value —
+// or a bad %-escape), a key given twice (but go-redis's addr, one per
+// Cluster node), a key known neither to dlock, to the driver nor to the
+// client library the URL is passed on to (go-redis refuses unknown keys
+// itself; pgx passes them to PostgreSQL as settings, and a setting the
+// server does not know fails Open), and a bad value — a duration that
+// does not parse or does not fit, a negative Redis database number,
+// retention=0. Locker.Settings reports the settings in force; the `dlock`
+// command exits 2 (usage) on every such URL.
 package dlock

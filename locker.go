@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,24 @@ func newLocker(drv driver.Driver, opts []Option) (*Locker, error) {
 
 // Driver returns the backend driver, for driver packages' own extensions.
 func (l *Locker) Driver() driver.Driver { return l.drv }
+
+// Settings returns the settings this Locker runs with, by URL query key
+// and in the form a URL gives them: the defaults of every acquire (ttl,
+// wait — "forever" for no bound — and owner) and the
+// driver's own (driver.SettingsReporter: pglock's mode and table,
+// redislock's prefix and fair, ...). A URL given to Open names all its
+// settings or fails: each of its keys here has the value it gave.
+func (l *Locker) Settings() map[string]string {
+	s := map[string]string{"ttl": l.defaults.ttl.String(), "wait": l.defaults.wait.String()}
+	if l.defaults.wait == Forever {
+		s["wait"] = "forever"
+	}
+	s["owner"] = l.defaults.owner
+	if r, ok := l.drv.(driver.SettingsReporter); ok {
+		maps.Copy(s, r.Settings())
+	}
+	return s
+}
 
 // Capabilities describes the backend (minimum TTL, session-bound leases).
 func (l *Locker) Capabilities() driver.Capabilities { return l.caps }

@@ -132,7 +132,7 @@ func WithBackoff(min, max time.Duration) Option {
 func WithOwner(owner string) Option {
 	return func(s *settings) {
 		if owner == "" || len(owner) > 256 || !printable(owner) {
-			s.fail(invalid("owner %q: want 1 to 256 bytes of printable UTF-8", owner))
+			s.fail(invalid("owner %q: want 1 to 256 bytes of printable UTF-8, without control or bidirectional formatting characters", clip(owner)))
 			return
 		}
 		s.owner = owner
@@ -171,26 +171,50 @@ func validTTL(ttl time.Duration) error {
 	return nil
 }
 
+// CheckName reports whether name is a valid lock name, by the rule every
+// acquire applies (an ErrInvalidArgument naming the fault): 1 to
+// MaxNameLen bytes of UTF-8 without control characters, line separators
+// or bidirectional formatting characters. Tools that take a name from a
+// user check it with this before they connect.
+func CheckName(name string) error { return validName(name) }
+
 func validName(name string) error {
 	switch {
 	case name == "":
 		return invalid("lock name is empty")
 	case len(name) > MaxNameLen:
-		return invalid("lock name %.32q... is %d bytes, longer than %d", name, len(name), MaxNameLen)
+		return invalid("lock name %q is %d bytes, longer than %d", clip(name), len(name), MaxNameLen)
 	case !printable(name):
-		return invalid("lock name %q: want printable UTF-8 without control characters", name)
+		return invalid("lock name %q: want printable UTF-8 without control or bidirectional formatting characters", name)
 	}
 	return nil
 }
 
+// printable reports whether s is valid UTF-8 that displays as what it is:
+// no control characters, no line or paragraph separators, and no
+// bidirectional formatting characters (U+202E and its kin reorder what
+// follows them, so that `dlock ls` or the dashboard would show one name
+// as another).
 func printable(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || unicode.In(r, unicode.Zl, unicode.Zp) {
 			return false
 		}
 	}
 	return true
+}
+
+// maxShown bounds a value an error message quotes back.
+const maxShown = 64
+
+// clip shortens s to maxShown runes for an error message, so that a
+// rejected 60 KB value is not echoed whole.
+func clip(s string) string {
+	if r := []rune(s); len(r) > maxShown {
+		return string(r[:maxShown]) + "…"
+	}
+	return s
 }

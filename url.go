@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dlockdev/dlock/driver"
 )
@@ -160,28 +162,41 @@ func parseReason(err error) error {
 	return errors.New("unparseable")
 }
 
+// commonKeys are the query keys Open reads itself, for every backend.
+var commonKeys = []string{"ttl", "wait", "owner", "migrate"}
+
 // commonQuery takes the portable query keys out of u; migrate reports
-// migrate=auto.
+// migrate=auto. The whole query is parsed strictly (driver.ParseQuery):
+// a pair Go's URL.Query would drop, or one of these keys given twice, is
+// an invalid argument, never a setting silently not in force.
 func commonQuery(u *url.URL) (opts []Option, rest string, migrate bool, err error) {
-	q := u.Query()
-	for _, key := range []string{"ttl", "wait"} {
-		if !q.Has(key) {
-			continue
+	q, err := driver.ParseQuery(u.RawQuery)
+	if err == nil {
+		own := url.Values{}
+		for _, k := range commonKeys {
+			own[k] = q[k]
 		}
-		d, err := time.ParseDuration(q.Get(key))
+		err = driver.Unique(own)
+	}
+	if err != nil {
+		return nil, "", false, invalid("URL %s: %v", Redact(u.String()), err)
+	}
+	if q.Has("ttl") {
+		d, err := driver.ParseDuration(q.Get("ttl"))
 		if err != nil {
-			return nil, "", false, invalid("URL query %s=%q: not a duration like 30s or 500ms", key, q.Get(key))
+			return nil, "", false, invalid("URL query %s: %v", driver.ShowSetting("ttl", q.Get("ttl")), err)
 		}
-		if key == "ttl" {
-			opts = append(opts, WithTTL(d))
-		} else {
-			opts = append(opts, WithWait(d))
+		opts = append(opts, WithTTL(d))
+	}
+	if q.Has("wait") {
+		d, err := parseWait(q.Get("wait"))
+		if err != nil {
+			return nil, "", false, invalid("URL query %s: %v", driver.ShowSetting("wait", q.Get("wait")), err)
 		}
-		q.Del(key)
+		opts = append(opts, WithWait(d))
 	}
 	if q.Has("owner") {
 		opts = append(opts, WithOwner(q.Get("owner")))
-		q.Del("owner")
 	}
 	if q.Has("migrate") {
 		switch v := q.Get("migrate"); v {
@@ -189,35 +204,55 @@ func commonQuery(u *url.URL) (opts []Option, rest string, migrate bool, err erro
 			migrate = true
 		case "off":
 		default:
-			return nil, "", false, invalid("URL query migrate=%q: want auto or off", v)
+			return nil, "", false, invalid("URL query migrate=%q: want auto or off", clip(v))
 		}
-		q.Del("migrate")
 	}
 	v := *u
-	driver.StripQuery(&v, "ttl", "wait", "owner", "migrate")
+	driver.StripQuery(&v, commonKeys...)
 	return opts, v.String(), migrate, nil
 }
 
+// parseWait reads a wait bound: a duration, or "forever" (Forever), the
+// same words as the CLI's --wait.
+func parseWait(s string) (time.Duration, error) {
+	if s == "forever" {
+		return Forever, nil
+	}
+	d, err := driver.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w; for no bound say forever", err)
+	}
+	return d, nil
+}
+
 // Redact returns rawURL with any password replaced by "xxxxx", for errors
-// and logs. It leaves unparseable input as a bare scheme-less marker rather
-// than risk printing a secret.
+// and logs: the user info's, and the value of every query key that names
+// one (password, pass, sslpassword), however malformed the pair. It leaves
+// unparseable input as a bare scheme-less marker rather than risk
+// printing a secret.
 func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "<unparseable URL>"
 	}
-	q := u.Query()
-	changed := false
-	for _, k := range []string{"password", "pass"} {
-		if q.Has(k) {
-			q.Set(k, "xxxxx")
-			changed = true
+	if u.RawQuery != "" {
+		pairs := strings.Split(u.RawQuery, "&")
+		for i, p := range pairs {
+			if k, _, ok := strings.Cut(p, "="); ok && secretQueryKey(k) {
+				pairs[i] = k + "=xxxxx"
+			}
 		}
-	}
-	if changed {
-		u.RawQuery = q.Encode()
+		u.RawQuery = strings.Join(pairs, "&")
 	}
 	return u.Redacted()
+}
+
+// secretQueryKey reports whether a raw query key names a password.
+func secretQueryKey(k string) bool {
+	if uk, err := url.QueryUnescape(k); err == nil {
+		k = uk
+	}
+	return strings.Contains(strings.ToLower(k), "pass")
 }
 
 // redactErr scrubs the URL's password from err's message wherever a
@@ -239,9 +274,14 @@ func urlSecrets(rawURL string) []string {
 	if p, ok := u.User.Password(); ok && p != "" {
 		s = append(s, p, url.QueryEscape(p), url.PathEscape(p))
 	}
-	for _, k := range []string{"password", "pass"} {
-		if p := u.Query().Get(k); p != "" {
-			s = append(s, p, url.QueryEscape(p))
+	for _, pair := range strings.Split(u.RawQuery, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if v == "" || !secretQueryKey(k) {
+			continue
+		}
+		s = append(s, v)
+		if p, err := url.QueryUnescape(v); err == nil && p != v {
+			s = append(s, p)
 		}
 	}
 	return s
@@ -255,9 +295,45 @@ type redactedError struct {
 func (e *redactedError) Error() string {
 	msg := e.err.Error()
 	for _, s := range e.secrets {
-		msg = strings.ReplaceAll(msg, s, "xxxxx")
+		msg = scrubSecret(msg, s)
 	}
 	return msg
+}
+
+// shortSecret is the length under which a password is scrubbed only
+// where it stands alone: a client library echoes a password between
+// delimiters (":pw@", "password=pw&"), and replacing a one-letter password
+// inside every word would garble the message.
+const shortSecret = 6
+
+// scrubSecret replaces secret in msg by xxxxx.
+func scrubSecret(msg, secret string) string {
+	if len(secret) >= shortSecret {
+		return strings.ReplaceAll(msg, secret, "xxxxx")
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, secret)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		end := i + len(secret)
+		before, _ := utf8.DecodeLastRuneInString(msg[:i])
+		after, _ := utf8.DecodeRuneInString(msg[end:])
+		if wordRune(before) || wordRune(after) {
+			b.WriteString(msg[:end])
+		} else {
+			b.WriteString(msg[:i] + "xxxxx")
+		}
+		msg = msg[end:]
+	}
+}
+
+// wordRune reports whether r continues a word (utf8.RuneError, the
+// start or end of the message, does not).
+func wordRune(r rune) bool {
+	return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r))
 }
 
 func (e *redactedError) Unwrap() error { return e.err }

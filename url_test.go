@@ -61,7 +61,19 @@ func TestOpenErrors(t *testing.T) {
 		{"nosuch://host/x", "mem"},
 		{"nosuch://host/x", `import _ "github.com/dlockdev/dlock/backends"`},
 		{"localhost:6379", "scheme"},
-		{"mem://x?ttl=forever", "ttl="},
+		{"mem://x?ttl=forever", `ttl="forever": not a duration`},
+		{"mem://x?ttl=9999999999h", "longer than the longest duration"},
+		{"mem://x?wait=3000000h", "longer than the longest duration"},
+		// Go's URL.Query drops a pair that holds a ';': the setting would
+		// silently not be in force.
+		{"mem://x?ttl=1s;x", `"ttl=1s;x" has a ';'`},
+		{"mem://x?ttl=1s&ttl=5s", `"ttl" is given 2 times`},
+		{"mem://x?owner=a&owner=b", `"owner" is given 2 times`},
+		{"mem://x?a=%zz", "bad %-escape"},
+		{"mem://x?;", "';'"},
+		{"mem://x?migrate=sometimes", `migrate="sometimes"`},
+		{"postgres://u:s3cret@h/db?password=s3cret;x", "';'"},
+		{"postgres://h/db?password=s3cret&password=s3cret", "given 2 times"},
 		{"mem://x?ttl=1ms", "1ms"},
 		{"mem://x?wait=-1s", "negative"},
 		{"mem://x?bogus=1", "bogus"},
@@ -88,6 +100,9 @@ func TestRedact(t *testing.T) {
 		"redis://user:s3cret@localhost:6379/0",
 		"postgres://localhost/db?password=s3cret",
 		"redis://:s3cret@[::1", // unparseable
+		"postgres://localhost/db?password=s3cret;x",
+		"postgres://localhost/db?sslpassword=s3cret&x=%zz",
+		"postgres://localhost/db?pass%77ord=s3cret",
 	} {
 		if got := dlock.Redact(raw); strings.Contains(got, "s3cret") {
 			t.Errorf("Redact(%q) = %q, leaks the password", raw, got)

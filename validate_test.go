@@ -34,6 +34,14 @@ func TestInvalidArguments(t *testing.T) {
 		{"empty owner", "x", `owner ""`, []dlock.Option{dlock.WithOwner("")}},
 		{"long owner", "x", "256 bytes", []dlock.Option{dlock.WithOwner(strings.Repeat("o", 257))}},
 		{"control owner", "x", `"o\to"`, []dlock.Option{dlock.WithOwner("o\to")}},
+		// A right-to-left override makes "job\u202egnp.exe" display as
+		// "jobexe.png": one name shown as another in dlock ls and the
+		// dashboard.
+		{"bidi override in a name", "job\u202egnp.exe", `\u202e`, nil},
+		{"bidi isolate in a name", "a\u2067b", `\u2067`, nil},
+		{"line separator in a name", "a\u2028b", `\u2028`, nil},
+		{"bidi override in an owner", "x", `\u202e`, []dlock.Option{dlock.WithOwner("host\u202e1")}},
+		{"huge owner is not echoed whole", "x", "oooo…", []dlock.Option{dlock.WithOwner(strings.Repeat("o", 60<<10))}},
 	}
 	for _, c := range cases {
 		t.Run(c.what, func(t *testing.T) {
@@ -61,6 +69,9 @@ func expectInvalid(t *testing.T, what string, err error, mention string) {
 	}
 	if !strings.Contains(err.Error(), mention) {
 		t.Errorf("%s: err %q does not name the bad value (%s)", what, err, mention)
+	}
+	if len(err.Error()) > 2*dlock.MaxNameLen+200 {
+		t.Errorf("%s: err is %d bytes: a rejected value is echoed whole", what, len(err.Error()))
 	}
 }
 

@@ -196,6 +196,17 @@ type Describer interface {
 	Capabilities() Capabilities
 }
 
+// SettingsReporter is implemented by drivers that can say which of their
+// own settings are in force, by URL query key and in the form a URL gives
+// them (durations as Go durations, booleans as true or false): pglock's
+// mode and table, redislock's prefix and fair, and so on. Every key a
+// driver reads from a URL is reported, given or defaulted, so that a test
+// can check that a URL opens with exactly the settings it names.
+// Locker.Settings reports them with the portable ones.
+type SettingsReporter interface {
+	Settings() map[string]string
+}
+
 // Opener builds a Driver from a URL; drivers register one per scheme with
 // dlock.Register. The URL has already been parsed; secrets in it must never
 // appear in returned errors.

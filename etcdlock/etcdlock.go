@@ -100,6 +100,8 @@ type etcdDriver struct {
 	pool   *pool
 	// election is the cluster's election timeout; minTTL follows from it.
 	election, minTTL time.Duration
+	// dialTimeout is the URL's dial_timeout; 0 on a caller's client.
+	dialTimeout time.Duration
 	// hook, set only by tests, runs after each step of an acquire
 	// ("session", "put", "wait"), to inject failures between steps.
 	hook func(step string)

@@ -55,7 +55,15 @@ func parseURL(raw string) (urlConfig, error) {
 	if c.endpoints, err = parseEndpoints(u.Host); err != nil {
 		return urlConfig{}, err
 	}
-	return c, c.query(u.Query())
+	// Strictly: Go's URL.Query drops a pair with a ';' without a word.
+	q, err := driver.ParseQuery(u.RawQuery)
+	if err == nil {
+		err = driver.Unique(q)
+	}
+	if err != nil {
+		return urlConfig{}, invalidURL("%v", err)
+	}
+	return c, c.query(q)
 }
 
 // parseEndpoints splits a comma-separated host:port list.
@@ -79,7 +87,7 @@ func parseEndpoints(hosts string) ([]string, error) {
 // query applies the URL's own keys and rejects any other.
 func (c *urlConfig) query(q url.Values) error {
 	for key, vals := range q {
-		v := vals[len(vals)-1]
+		v := vals[0]
 		switch key {
 		case "prefix":
 			if v == "" {
@@ -87,14 +95,20 @@ func (c *urlConfig) query(q url.Values) error {
 			}
 			c.cfg.Prefix = v
 		case "dial_timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
+			d, err := driver.ParseDuration(v)
+			if err != nil {
+				return invalidURL("%s: %v", driver.ShowSetting(key, v), err)
+			}
+			if d <= 0 {
 				return invalidURL("dial_timeout=%q: want a positive duration like 5s", v)
 			}
 			c.dialTimeout = d
 		case "election_timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d < time.Millisecond || d > time.Minute {
+			d, err := driver.ParseDuration(v)
+			if err != nil {
+				return invalidURL("%s: %v", driver.ShowSetting(key, v), err)
+			}
+			if d < time.Millisecond || d > time.Minute {
 				return invalidURL("election_timeout=%q: want the cluster's --election-timeout as a duration from 1ms to 1m, like 1s", v)
 			}
 			c.cfg.ElectionTimeout = d
@@ -145,6 +159,7 @@ func open(ctx context.Context, raw string) (driver.Driver, error) {
 		_ = cli.Close()
 		return nil, err
 	}
+	d.dialTimeout = c.dialTimeout
 	return d, nil
 }
 
@@ -214,4 +229,16 @@ func describe(ctx context.Context, err error, timeout time.Duration, what string
 		return op.Err.Error()
 	}
 	return err.Error()
+}
+
+var _ driver.SettingsReporter = (*etcdDriver)(nil)
+
+// Settings implements driver.SettingsReporter: prefix and
+// election_timeout, and dial_timeout when opened from a URL.
+func (d *etcdDriver) Settings() map[string]string {
+	s := map[string]string{"prefix": d.keys.prefix, "election_timeout": d.election.String()}
+	if d.dialTimeout > 0 {
+		s["dial_timeout"] = d.dialTimeout.String()
+	}
+	return s
 }

@@ -17,6 +17,7 @@ import (
 // them all.
 type fileDriver struct {
 	*store
+	cfg      Config // resolved; the zero Config on a caller's *sql.DB
 	once     sync.Once
 	closeErr error
 	release  func() error

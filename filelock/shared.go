@@ -37,7 +37,7 @@ func openDriver(ctx context.Context, path string, c Config) (*fileDriver, error)
 		shared.m[key] = s
 	}
 	s.refs++
-	return &fileDriver{store: s, release: func() error { return unref(key, s) }}, nil
+	return &fileDriver{store: s, cfg: c, release: func() error { return unref(key, s) }}, nil
 }
 
 func unref(key string, s *store) error {

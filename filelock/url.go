@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/url"
 	"slices"
-	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
@@ -37,11 +36,24 @@ func parseURL(rawURL string) (Config, string, error) {
 	if u.Scheme != Scheme || u.Opaque != "" || (u.Host != "" && u.Host != "localhost") {
 		return Config{}, "", fmt.Errorf("%w: file URL %q: want file:///absolute/path/to/dlock.db", dlock.ErrInvalidArgument, rawURL)
 	}
-	q := u.Query()
+	// Strictly: Go's URL.Query drops a pair with a ';' without a word.
+	q, err := driver.ParseQuery(u.RawQuery)
+	if err == nil {
+		err = driver.Unique(q)
+	}
+	if err != nil {
+		return Config{}, "", fmt.Errorf("%w: file URL %q: %v", dlock.ErrInvalidArgument, rawURL, err)
+	}
 	c := Config{Sync: q.Get("sync")}
-	if r := q.Get("retention"); r != "" {
-		if c.Retention, err = time.ParseDuration(r); err != nil {
-			return Config{}, "", fmt.Errorf("%w: file URL %q: retention=%q: want a Go duration such as 1h", dlock.ErrInvalidArgument, rawURL, r)
+	if q.Has("sync") && c.Sync == "" {
+		return Config{}, "", fmt.Errorf("%w: file URL %q: sync is empty (want normal or full)", dlock.ErrInvalidArgument, rawURL)
+	}
+	if q.Has("retention") {
+		if c.Retention, err = driver.ParseDuration(q.Get("retention")); err != nil {
+			return Config{}, "", fmt.Errorf("%w: file URL %q: %s: %v", dlock.ErrInvalidArgument, rawURL, driver.ShowSetting("retention", q.Get("retention")), err)
+		}
+		if c.Retention <= 0 {
+			return Config{}, "", fmt.Errorf("%w: file URL %q: retention=%q: want a positive duration (leave the key out for the default %s)", dlock.ErrInvalidArgument, rawURL, q.Get("retention"), DefaultRetention)
 		}
 	}
 	q.Del("sync")
@@ -56,4 +68,16 @@ func parseURL(rawURL string) (Config, string, error) {
 		return Config{}, "", fmt.Errorf("file URL %q: %w", rawURL, err)
 	}
 	return c, u.Path, nil
+}
+
+var _ driver.SettingsReporter = (*fileDriver)(nil)
+
+// Settings implements driver.SettingsReporter: sync and retention, as
+// the URL gives them (empty on a Locker over a caller's *sql.DB, whose
+// settings are the caller's).
+func (d *fileDriver) Settings() map[string]string {
+	if d.cfg.Sync == "" {
+		return nil
+	}
+	return map[string]string{"sync": d.cfg.Sync, "retention": d.cfg.Retention.String()}
 }

@@ -23,7 +23,9 @@ func TestBadURLs(t *testing.T) {
 		{"file://" + dir + "/x.db?busy=1s", `"busy"`},
 		{"file://" + dir + "/x.db?sync=sometimes", `"sometimes"`},
 		{"file://" + dir + "/x.db?retention=soon", `"soon"`},
-		{"file://" + dir + "/x.db?retention=-1h", "-1h0m0s"},
+		{"file://" + dir + "/x.db?retention=-1h", `retention="-1h"`},
+		{"file://" + dir + "/x.db?retention=0s", `retention="0s"`},
+		{"file://" + dir + "/x.db?sync=full;", "';'"},
 		{"file://otherhost/x.db", "otherhost"},
 	} {
 		l, err := dlock.Open(context.Background(), tc.url)

@@ -13,10 +13,13 @@ import (
 )
 
 // validName is the documented rule for lock names: 1 to dlock.MaxNameLen
-// bytes of valid UTF-8 without control characters.
+// bytes of valid UTF-8 without control characters, line or paragraph
+// separators, or bidirectional formatting characters.
 func validName(s string) bool {
-	return s != "" && len(s) <= dlock.MaxNameLen && utf8.ValidString(s) &&
-		strings.IndexFunc(s, unicode.IsControl) < 0
+	hidden := func(r rune) bool {
+		return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || unicode.In(r, unicode.Zl, unicode.Zp)
+	}
+	return s != "" && len(s) <= dlock.MaxNameLen && utf8.ValidString(s) && strings.IndexFunc(s, hidden) < 0
 }
 
 // FuzzName takes, inspects, lists and releases a lock under a fuzzed name
@@ -25,7 +28,7 @@ func validName(s string) bool {
 // reads back unchanged through Inspect and List.
 func FuzzName(f *testing.F) {
 	for _, s := range []string{"a", "billing/run", "", "x\x00y", "tab\there", "\xff\xfe", "日本語/ロック",
-		strings.Repeat("n", dlock.MaxNameLen), strings.Repeat("n", dlock.MaxNameLen+1), "{tag}:x", "%7D", "a\u2028b"} {
+		strings.Repeat("n", dlock.MaxNameLen), strings.Repeat("n", dlock.MaxNameLen+1), "{tag}:x", "%7D", "a\u2028b", "job\u202egnp.exe", "a\u2066b\u2069"} {
 		f.Add(s)
 	}
 	l, err := memlock.New(memlock.NewStore())

@@ -20,7 +20,11 @@ func open(_ context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, invalidURL("malformed URL: %v", err)
 	}
-	if q := u.Query(); len(q) > 0 {
+	q, err := driver.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, invalidURL("%v", err)
+	}
+	if len(q) > 0 {
 		keys := slices.Sorted(maps.Keys(q))
 		return nil, invalidURL("unknown query key(s) %s (memlock accepts ttl, wait, owner)", strings.Join(keys, ", "))
 	}

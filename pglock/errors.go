@@ -20,6 +20,10 @@ const (
 	codeAuthSpec        = "28000"
 	codeNoDatabase      = "3D000"
 	codePermission      = "42501"
+	// A run-time parameter the server does not know, or a bad value for
+	// one, sent at connect from a URL query key.
+	codeUnknownSetting  = "42704"
+	codeBadSettingValue = "22023"
 )
 
 // codeAdminShutdown is the FATAL error of a session ended "due to

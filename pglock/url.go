@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -47,6 +49,9 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 	var syncCommit string
 	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&syncCommit); err != nil {
 		pool.Close()
+		if bad := badSetting(err); bad != nil {
+			return nil, bad
+		}
 		return nil, (&base{}).classifyAdmin(err)
 	}
 	if syncCommit == "off" {
@@ -71,7 +76,16 @@ func parseURL(rawURL string) (Config, string, error) {
 	if u.Scheme != Scheme && u.Scheme != SchemeAlt {
 		return Config{}, "", fmt.Errorf("%w: scheme %q is not %s or %s", dlock.ErrInvalidArgument, u.Scheme, Scheme, SchemeAlt)
 	}
-	q := u.Query()
+	// Strictly: Go's URL.Query drops a pair with a ';' (mode=advisory;
+	// would open lease mode, another lock space) and pgx keeps the last of
+	// a repeated key; both are refused here.
+	q, err := driver.ParseQuery(u.RawQuery)
+	if err == nil {
+		err = driver.Unique(q)
+	}
+	if err != nil {
+		return Config{}, "", fmt.Errorf("%w: postgres URL: %v", dlock.ErrInvalidArgument, err)
+	}
 	cfg := Config{Mode: Mode(q.Get(keyMode)), Table: q.Get(keyTable)}
 	if q.Has(keyMode) && cfg.Mode == "" {
 		return Config{}, "", fmt.Errorf("%w: URL query mode is empty (want %s or %s)", dlock.ErrInvalidArgument, Lease, Advisory)
@@ -90,6 +104,24 @@ func parseURL(rawURL string) (Config, string, error) {
 	return cfg, u.String(), nil
 }
 
+// badSetting turns the server's refusal of a setting the URL passed on
+// (pgx sends every query key it does not know itself as a run-time
+// parameter) into an invalid argument: a key that is nobody's, or a bad
+// value for a server setting. It returns nil for any other error.
+func badSetting(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return nil
+	}
+	switch pgErr.Code {
+	case codeUnknownSetting:
+		return fmt.Errorf("%w: postgres URL: a query key is neither pglock's (mode, table), dlock's (ttl, wait, owner, migrate), pgx's, nor a PostgreSQL setting: the server says %s", dlock.ErrInvalidArgument, pgErr.Message)
+	case codeBadSettingValue:
+		return fmt.Errorf("%w: postgres URL: the server refuses a setting the query gives: %s", dlock.ErrInvalidArgument, pgErr.Message)
+	}
+	return nil
+}
+
 // warned holds the servers a warning was logged for: once per process.
 var warned sync.Map
 
@@ -98,4 +130,15 @@ func warnOnce(logger *slog.Logger, server, msg string) {
 	if _, seen := warned.LoadOrStore(server+"\x00"+msg, true); !seen {
 		logger.Warn(msg, "server", server)
 	}
+}
+
+var (
+	_ driver.SettingsReporter = (*advisory)(nil)
+	_ driver.SettingsReporter = (*leases)(nil)
+)
+
+// Settings implements driver.SettingsReporter: mode and table, as a URL
+// gives them.
+func (b *base) Settings() map[string]string {
+	return map[string]string{keyMode: string(b.mode), keyTable: strings.Join(b.ident, ".")}
 }

@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
@@ -68,7 +67,15 @@ func parseURL(rawURL string) (redis.UniversalClient, config, error) {
 	if err != nil {
 		return nil, config{}, invalidURL("malformed URL")
 	}
-	q := u.Query()
+	// Strictly: go-redis's own parser (URL.Query) drops a pair with a
+	// ';' and keeps the last of a repeated key without a word.
+	q, err := driver.ParseQuery(u.RawQuery)
+	if err == nil {
+		err = driver.Unique(q, "addr")
+	}
+	if err != nil {
+		return nil, config{}, invalidURL(err.Error())
+	}
 	ctxTimeout := true
 	if q.Has(keyContextTimeout) {
 		if ctxTimeout, err = boolKey(q, keyContextTimeout); err != nil {
@@ -90,12 +97,18 @@ func parseURL(rawURL string) (redis.UniversalClient, config, error) {
 		if err != nil {
 			return nil, cfg, invalidURL(scrub(err, rawURL).Error())
 		}
+		if err := redisscript.CheckClusterOptions(opt); err != nil {
+			return nil, cfg, invalidURL(err.Error())
+		}
 		opt.ContextTimeoutEnabled = ctxTimeout
 		return redis.NewClusterClient(opt), cfg, nil
 	}
 	opt, err := redis.ParseURL(u.String())
 	if err != nil {
 		return nil, cfg, invalidURL(scrub(err, rawURL).Error())
+	}
+	if err := redisscript.CheckOptions(opt); err != nil {
+		return nil, cfg, invalidURL(err.Error())
 	}
 	opt.ContextTimeoutEnabled = ctxTimeout
 	return redis.NewClient(opt), cfg, nil
@@ -151,8 +164,11 @@ func replicaKeys(q url.Values, c *Config) error {
 		}
 	}
 	if q.Has(keyReplicaTimeout) {
-		c.ReplicaTimeout, err = time.ParseDuration(q.Get(keyReplicaTimeout))
-		if err != nil || c.ReplicaTimeout <= 0 {
+		c.ReplicaTimeout, err = driver.ParseDuration(q.Get(keyReplicaTimeout))
+		if err != nil {
+			return invalidURL(fmt.Sprintf("query %s: %v", driver.ShowSetting(keyReplicaTimeout, q.Get(keyReplicaTimeout)), err))
+		}
+		if c.ReplicaTimeout <= 0 {
 			return invalidURL(fmt.Sprintf("query replica_timeout=%q: want a positive duration like 500ms", q.Get(keyReplicaTimeout)))
 		}
 	}
@@ -195,4 +211,20 @@ func stripTaken(u *url.URL, q url.Values) {
 		}
 	}
 	driver.StripQuery(u, taken...)
+}
+
+var (
+	_ driver.SettingsReporter = (*redisDriver)(nil)
+	_ driver.SettingsReporter = fairDriver{}
+)
+
+// Settings implements driver.SettingsReporter: the driver's URL keys in
+// force (cluster and context_timeout_enabled describe the client).
+func (d *redisDriver) Settings() map[string]string {
+	_, cluster := d.client.(*redis.ClusterClient)
+	return map[string]string{
+		keyPrefix: d.cfg.prefix, keyFair: strconv.FormatBool(d.cfg.fair),
+		keyReplicaSync: strconv.Itoa(d.cfg.replicas), keyReplicaTimeout: d.cfg.replicaTimeout.String(),
+		keyCluster: strconv.FormatBool(cluster), keyContextTimeout: strconv.FormatBool(d.honours),
+	}
 }

@@ -119,8 +119,10 @@ type redlock struct {
 	cfg    config
 	hub    *hub
 	owned  bool // the clients were built by Open: Close closes them
-	bg     sync.WaitGroup
-	once   sync.Once
+	// tls and ctxTimeout are the URL's tls and context_timeout_enabled.
+	tls, ctxTimeout bool
+	bg              sync.WaitGroup
+	once            sync.Once
 
 	mu   sync.Mutex
 	live map[string]*attempt // granted attempts with requests in flight, by token

@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/redisscript"
@@ -28,7 +27,15 @@ func open(_ context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, invalid("malformed URL")
 	}
-	q := u.Query()
+	// Strictly: go-redis's own parser (URL.Query) drops a pair with a
+	// ';' and keeps the last of a repeated key without a word.
+	q, err := driver.ParseQuery(u.RawQuery)
+	if err == nil {
+		err = driver.Unique(q)
+	}
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
 	ctxTimeout := true
 	if q.Has("context_timeout_enabled") {
 		v, perr := strconv.ParseBool(q.Get("context_timeout_enabled"))
@@ -56,6 +63,8 @@ func open(_ context.Context, rawURL string) (driver.Driver, error) {
 		return nil, err
 	}
 	d.owned = true
+	d.tls = scheme == "rediss"
+	d.ctxTimeout = ctxTimeout
 	return d, nil
 }
 
@@ -73,6 +82,7 @@ func nodeClients(u *url.URL, scheme string, rest url.Values, ctxTimeout bool) ([
 		o, err := redis.ParseURL(node.String())
 		if err == nil {
 			redisscript.HideSecret(o.Password)
+			err = redisscript.CheckOptions(o)
 		}
 		if err != nil {
 			closeAll(clients)
@@ -90,8 +100,11 @@ func ownQuery(q url.Values) (Config, string, url.Values, error) {
 	var cfg Config
 	scheme := "redis"
 	if q.Has("node_timeout") {
-		d, err := time.ParseDuration(q.Get("node_timeout"))
-		if err != nil || d <= 0 {
+		d, err := driver.ParseDuration(q.Get("node_timeout"))
+		if err != nil {
+			return cfg, "", nil, invalid("URL query %s: %v", driver.ShowSetting("node_timeout", q.Get("node_timeout")), err)
+		}
+		if d <= 0 {
 			return cfg, "", nil, invalid("URL query node_timeout=%q: want a positive duration like 50ms", q.Get("node_timeout"))
 		}
 		cfg.NodeTimeout = d
@@ -143,5 +156,16 @@ func hostList(list string) ([]string, error) {
 func closeAll(clients []redis.UniversalClient) {
 	for _, c := range clients {
 		_ = c.Close()
+	}
+}
+
+var _ driver.SettingsReporter = (*redlock)(nil)
+
+// Settings implements driver.SettingsReporter: the driver's URL keys in
+// force.
+func (d *redlock) Settings() map[string]string {
+	return map[string]string{
+		"node_timeout": d.cfg.nodeTimeout.String(), "fencing": strconv.FormatBool(d.cfg.fencing),
+		"tls": strconv.FormatBool(d.tls), "context_timeout_enabled": strconv.FormatBool(d.ctxTimeout),
 	}
 }

@@ -60,7 +60,15 @@ func parseURL(raw string) (urlConfig, error) {
 	if c.servers, err = parseServers(u.Host); err != nil {
 		return urlConfig{}, err
 	}
-	return c, c.query(u.Query())
+	// Strictly: Go's URL.Query drops a pair with a ';' without a word.
+	q, err := driver.ParseQuery(u.RawQuery)
+	if err == nil {
+		err = driver.Unique(q)
+	}
+	if err != nil {
+		return urlConfig{}, invalidURL("%v", err)
+	}
+	return c, c.query(q)
 }
 
 // parseServers splits a comma-separated host:port list (the port
@@ -89,17 +97,23 @@ func parseServers(hosts string) ([]string, error) {
 // query applies the URL's own keys and rejects any other.
 func (c *urlConfig) query(q url.Values) error {
 	for key, vals := range q {
-		v := vals[len(vals)-1]
+		v := vals[0]
 		switch key {
 		case "session_timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
+			d, err := driver.ParseDuration(v)
+			if err != nil {
+				return invalidURL("%s: %v", driver.ShowSetting(key, v), err)
+			}
+			if d <= 0 {
 				return invalidURL("session_timeout=%q: want a positive duration like 10s", v)
 			}
 			c.sessionTimeout = d
 		case "dial_timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
+			d, err := driver.ParseDuration(v)
+			if err != nil {
+				return invalidURL("%s: %v", driver.ShowSetting(key, v), err)
+			}
+			if d <= 0 {
 				return invalidURL("dial_timeout=%q: want a positive duration like 5s", v)
 			}
 			c.dialTimeout = d
@@ -134,6 +148,7 @@ func open(ctx context.Context, raw string) (driver.Driver, error) {
 		return nil, err
 	}
 	d.logger = logger
+	d.dialTimeout = c.dialTimeout
 	return d, nil
 }
 
@@ -198,4 +213,16 @@ type zkLogger struct{ l *slog.Logger }
 
 func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zookeeper: " + fmt.Sprintf(format, args...))
+}
+
+var _ driver.SettingsReporter = (*zkDriver)(nil)
+
+// Settings implements driver.SettingsReporter: the root (a URL's path),
+// session_timeout, and dial_timeout when opened from a URL.
+func (d *zkDriver) Settings() map[string]string {
+	s := map[string]string{"root": d.root, "session_timeout": d.timeout.String()}
+	if d.dialTimeout > 0 {
+		s["dial_timeout"] = d.dialTimeout.String()
+	}
+	return s
 }

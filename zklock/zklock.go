@@ -72,7 +72,9 @@ type zkDriver struct {
 	acl     []zk.ACL
 	timeout time.Duration
 	closes  bool // the connection was opened from a URL and is ours to close
-	logger  *slog.Logger
+	// dialTimeout is the URL's dial_timeout; 0 on a caller's connection.
+	dialTimeout time.Duration
+	logger      *slog.Logger
 
 	mu   sync.Mutex
 	held map[lockKey]node // granted nodes, by name and token

@@ -143,8 +143,8 @@ func newBenchCmd(g *globalOptions, io *IO) *cobra.Command {
 // addBenchFlags registers the flags of `dlock bench`.
 func addBenchFlags(cmd *cobra.Command, opts *benchOptions) {
 	f := cmd.Flags()
-	f.DurationVar(&opts.Duration, "duration", 0, "how long each workload runs, or the leases are held (100ms to 10m; default 2s, or the TTL with --leases)")
-	f.DurationVar(&opts.TTL, "ttl", 10*time.Second, "lease TTL used by the workloads")
+	durationVar(f, &opts.Duration, "duration", 0, "how long each workload runs, or the leases are held (100ms to 10m; default 2s, or the TTL with --leases)")
+	durationVar(f, &opts.TTL, "ttl", 10*time.Second, "lease TTL used by the workloads")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON record per workload instead of a table")
 	f.BoolVar(&opts.Compare, "compare", false, "also run the hand-written baseline for the backend and print dlock's ratio to it")
 	f.StringVar(&opts.Format, "format", "table", "with --compare: table or markdown")
@@ -156,7 +156,7 @@ func addBenchFlags(cmd *cobra.Command, opts *benchOptions) {
 	f.IntVar(&opts.Streams, "streams", 1000, "with --serve: concurrent events streams (-1: none)")
 	f.IntVar(&opts.Semaphore, "semaphore", 0, "measure a semaphore of this many permits under contention")
 	f.IntVar(&opts.Goroutines, "goroutines", defaultBenchWorkers, "with --semaphore: goroutines, each with its own Locker")
-	f.DurationVar(&opts.Hold, "hold", time.Millisecond, "with --semaphore: how long each grant is held")
+	durationVar(f, &opts.Hold, "hold", time.Millisecond, "with --semaphore: how long each grant is held")
 }
 
 func runBench(ctx context.Context, opts *benchOptions, io *IO) error {
@@ -384,7 +384,7 @@ func openTarget(ctx context.Context, url string, ttl time.Duration) (*baseline.T
 	octx, cancel := context.WithTimeout(ctx, backendTimeout)
 	defer cancel()
 	t, err := baseline.Open(octx, url, ttl)
-	return t, explainTimeout(err)
+	return t, explainTimeout(octx, err)
 }
 
 func writeSVGFile(path string, cs []baseline.Comparison) error {

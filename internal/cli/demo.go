@@ -51,9 +51,9 @@ func newDemoCmd(io *IO) *cobra.Command {
 func addDemoFlags(cmd *cobra.Command, opts *demo.Options) {
 	f := cmd.Flags()
 	f.StringVar(&opts.URL, "url", "", "backend to run the demo on (default: a fresh temporary file; $DLOCK_URL is ignored)")
-	f.DurationVar(&opts.TTL, "ttl", demo.DefaultTTL, "lease TTL of the pause-based scenarios (raised to the backend's minimum)")
-	f.DurationVar(&opts.WatchdogJob, "watchdog-job", demo.DefaultWatchdogJob, "length of the watchdog scenario's job")
-	f.DurationVar(&opts.WatchdogTTL, "watchdog-ttl", demo.DefaultWatchdogTTL, "lease TTL of the watchdog scenario")
+	durationVar(f, &opts.TTL, "ttl", demo.DefaultTTL, "lease TTL of the pause-based scenarios (raised to the backend's minimum)")
+	durationVar(f, &opts.WatchdogJob, "watchdog-job", demo.DefaultWatchdogJob, "length of the watchdog scenario's job")
+	durationVar(f, &opts.WatchdogTTL, "watchdog-ttl", demo.DefaultWatchdogTTL, "lease TTL of the watchdog scenario")
 	f.BoolVar(&opts.Keep, "keep", false, "keep the demo's temporary directory and print its path")
 }
 

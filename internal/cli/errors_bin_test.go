@@ -25,10 +25,15 @@ func TestFailuresAreOneLine(t *testing.T) {
 		{"release without --force", []string{"release", "x"}, ExitUsage},
 		{"unknown scenario", []string{"demo", "nope"}, ExitUsage},
 		{"unbounded bench", []string{"bench", "--duration", "1h"}, ExitUsage},
-		{"unknown scheme", []string{"--url", "foo://x", "ls"}, ExitError},
-		{"malformed URL", []string{"--url", "://nope", "ls"}, ExitError},
-		{"relative file path", []string{"--url", "file:relative.db", "ls"}, ExitError},
-		{"unknown query key", []string{"--url", "redis://127.0.0.1:1/?bogus=1", "ls"}, ExitError},
+		{"wait out of range", []string{"run", "--wait", "3000000h", "x", "--", "true"}, ExitUsage},
+		{"unknown scheme", []string{"--url", "foo://x", "ls"}, ExitUsage},
+		{"malformed URL", []string{"--url", "://nope", "ls"}, ExitUsage},
+		{"relative file path", []string{"--url", "file:relative.db", "ls"}, ExitUsage},
+		{"unknown query key", []string{"--url", "redis://127.0.0.1:1/?bogus=1", "ls"}, ExitUsage},
+		{"semicolon in a query", []string{"--url", "redis://127.0.0.1:1/?fair=false;x", "ls"}, ExitUsage},
+		{"repeated query key", []string{"--url", "redis://127.0.0.1:1/?ttl=1s&ttl=5s", "ls"}, ExitUsage},
+		{"negative database", []string{"--url", "redis://127.0.0.1:1/-1", "ls"}, ExitUsage},
+		{"ttl out of range in a URL", []string{"--url", "redis://127.0.0.1:1/?ttl=9999999999h", "ls"}, ExitUsage},
 		{"unreachable redis", []string{"--url", fmt.Sprintf("redis://:pw-redis@127.0.0.1:%d", closed), "run", "x", "--", "true"}, ExitError},
 		{"unreachable postgres", []string{"--url", fmt.Sprintf("postgres://u:pw-pg@127.0.0.1:%d/db", closed), "ls"}, ExitError},
 	} {
@@ -65,4 +70,17 @@ func TestWrongPasswordIsOneLine(t *testing.T) {
 			t.Errorf("the password leaked: %s", r.stderr)
 		}
 	})
+}
+
+// TestUnreachableNamesOneBound: an unreachable server is reported with the
+// bound that ran out, once: ZooKeeper's said both "within 5s" (its
+// dial_timeout) and "within 15s" (the command's own bound, which had not
+// run out).
+func TestUnreachableNamesOneBound(t *testing.T) {
+	closed := testserver.FreePort(t)
+	r := runBin(t, nil, "--url", fmt.Sprintf("zk://127.0.0.1:%d?dial_timeout=1s", closed), "ls")
+	assertOneLine(t, r, "unreachable zookeeper")
+	if r.code != ExitError || !strings.Contains(r.stderr, "within 1s") || strings.Contains(r.stderr, "15s") {
+		t.Errorf("exit %d, stderr %q: want exit 1 naming the 1s dial_timeout only", r.code, r.stderr)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/dlockdev/dlock"
 )
 
 // Exit codes of the dlock command. They are listed in `dlock --help` and
@@ -11,9 +13,10 @@ import (
 const (
 	// ExitOK: success.
 	ExitOK = 0
-	// ExitError: any other failure (backend unreachable, bad URL, ...).
+	// ExitError: any other failure (backend unreachable, authentication
+	// failed, ...).
 	ExitError = 1
-	// ExitUsage: bad flags or arguments.
+	// ExitUsage: bad flags or arguments, including a bad URL.
 	ExitUsage = 2
 	// ExitUnsafe: `dlock doctor` found the deployment unsafe.
 	ExitUnsafe = 3
@@ -27,8 +30,9 @@ const (
 
 const exitCodesHelp = `Exit codes:
   0    success (dlock run, elect: the command's own exit code is passed through)
-  1    error: backend unreachable, bad URL, authentication failed, ...
-  2    usage: bad flags or arguments (dlock without arguments prints help)
+  1    error: backend unreachable, authentication failed, ...
+  2    usage: bad flags or arguments, a bad URL (scheme, query key or value),
+       name, TTL or wait (dlock without arguments prints help)
   3    dlock doctor: a check found the deployment unsafe
   75   the lock is held elsewhere (dlock run --conflict-exit-code changes it)
   76   dlock run: the lease was lost while the command ran; the command was
@@ -63,11 +67,18 @@ func usageErr(format string, args ...any) error {
 	return exitWith(ExitUsage, fmt.Errorf(format, args...))
 }
 
-// codeOf maps an error returned by a command to an exit code.
+// codeOf maps an error returned by a command to an exit code. Bad input
+// the library refused (dlock.ErrInvalidArgument: every bad URL — scheme,
+// query key or value — and every bad name, TTL, wait or owner) is a usage
+// error like a bad flag: the backend was never asked, and a retry cannot
+// cure it.
 func codeOf(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	if errors.Is(err, dlock.ErrInvalidArgument) {
+		return ExitUsage
 	}
 	if err != nil {
 		return ExitError

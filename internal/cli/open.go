@@ -22,7 +22,7 @@ func openLocker(ctx context.Context, url string, opts ...dlock.Option) (*dlock.L
 	octx, cancel := context.WithTimeout(ctx, backendTimeout)
 	defer cancel()
 	l, err := dlock.Open(octx, url, opts...)
-	return l, explainTimeout(err)
+	return l, explainTimeout(octx, err)
 }
 
 // withLocker opens the backend at url ("" means $DLOCK_URL, then the
@@ -37,12 +37,14 @@ func withLocker(ctx context.Context, url string, f func(ctx context.Context, l *
 	defer l.Close()
 	bctx, cancel := context.WithTimeout(ctx, backendTimeout)
 	defer cancel()
-	return explainTimeout(f(bctx, l))
+	return explainTimeout(bctx, f(bctx, l))
 }
 
-// explainTimeout says plainly that the backend did not answer in time.
-func explainTimeout(err error) error {
-	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+// explainTimeout says plainly that the backend did not answer within
+// backendTimeout, when ctx (the call's, bounded by it) ran out; a
+// driver's own shorter timeout (a dial_timeout) has said so itself.
+func explainTimeout(ctx context.Context, err error) error {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("%w (no answer from the backend within %s)", err, backendTimeout)
 	}
 	return err

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/internal/jobguard"
@@ -140,13 +138,8 @@ func takesName(use string) bool {
 
 // checkName applies dlock's rules for lock names.
 func checkName(name string) error {
-	switch {
-	case name == "":
-		return errors.New(`lock name "" is empty`)
-	case len(name) > dlock.MaxNameLen:
-		return fmt.Errorf("lock name %.32q... is %d bytes, longer than %d", name, len(name), dlock.MaxNameLen)
-	case !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl):
-		return fmt.Errorf("lock name %q: want printable UTF-8 without control characters", name)
+	if err := dlock.CheckName(name); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), dlock.ErrInvalidArgument.Error()+": "))
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 )
@@ -127,8 +128,8 @@ func addRunFlags(cmd *cobra.Command, opts *runOptions) {
 func addJobFlags(cmd *cobra.Command, opts *runOptions) {
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.DurationVar(&opts.TTL, "ttl", dlock.DefaultTTL, "lease length; refreshed every ttl/3 while the command runs")
-	f.DurationVar(&opts.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	durationVar(f, &opts.TTL, "ttl", dlock.DefaultTTL, "lease length; refreshed every ttl/3 while the command runs")
+	durationVar(f, &opts.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	f.StringVar(&opts.Owner, "owner", "", `holder description others see (default "host/pid")`)
 }
 
@@ -337,9 +338,9 @@ func (w waitFlag) Set(s string) error {
 		*w.d = dlock.Forever
 		return nil
 	}
-	d, err := time.ParseDuration(s)
+	d, err := driver.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q is neither a duration (30s, 5m) nor forever", s)
+		return fmt.Errorf("%w; for no bound say forever", err)
 	}
 	*w.d = d
 	return nil
