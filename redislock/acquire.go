@@ -18,13 +18,13 @@ func ttlMillis(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
 // TryAcquire runs the acquire script: one round trip that takes the lock
 // and issues its fence, or describes the holder.
 func (d *redisDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	g, _, err := d.attempt(ctx, req, 0)
+	g, _, err := d.attempt(ctx, req, queuing{})
 	return g, err
 }
 
 // attempt is one acquire (with WAIT for replicas when configured). It also
 // returns the server's clock (µs) when the script ran.
-func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
+func (d *redisDriver) attempt(ctx context.Context, req driver.Request, q queuing) (driver.Grant, uint64, error) {
 	type reply struct {
 		g  driver.Grant
 		us uint64
@@ -33,19 +33,19 @@ func (d *redisDriver) attempt(ctx context.Context, req driver.Request, lease tim
 		var r reply
 		var err error
 		if d.cfg.replicas > 0 {
-			r.g, r.us, err = d.acquireSynced(ctx, req, lease)
+			r.g, r.us, err = d.acquireSynced(ctx, req, q)
 		} else {
-			r.g, r.us, err = d.acquire(ctx, d.client, req, lease)
+			r.g, r.us, err = d.acquire(ctx, d.client, req, q)
 		}
 		return r, err
 	})
 	return r.g, r.us, err
 }
 
-// acquire runs the acquire script once; with a waiter lease, a caller that
-// is not granted joins (or stays in) the name's queue.
-func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
-	reply, err := d.acquireCmd(ctx, c, req, lease).Slice()
+// acquire runs the acquire script once; queuing with a waiter lease, a
+// caller that is not granted joins (or stays in) the name's queue.
+func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, q queuing) (driver.Grant, uint64, error) {
+	reply, err := d.acquireCmd(ctx, c, req, q).Slice()
 	if err != nil {
 		return driver.Grant{}, 0, redisscript.Classify(err)
 	}
@@ -58,14 +58,16 @@ func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.
 }
 
 // acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
-func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, lease time.Duration) *redis.Cmd {
+func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, q queuing) *redis.Cmd {
 	keys := d.keys.Set(req.Name, d.cluster)
+	lease := q.lease
 	if lease <= 0 {
 		// A single attempt: the script takes the absent lease arguments
 		// as 0, and each argument sent costs the server a string.
 		return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
 	}
-	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds(), waitLeft(ctx, lease), waitDeadline(ctx, lease))
+	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds(),
+		waitLeft(ctx, lease), waitDeadline(ctx, lease), q.arrival)
 }
 
 // waitDeadline is ctx's deadline in Unix ms by this host's clock, when

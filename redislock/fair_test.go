@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,9 +143,10 @@ func (c *shaCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// TestFairHandOff: a release hands the lock straight to the queued waiter
-// (it sends no acquire of its own), with a fence above the releaser's and
-// a lease that counts from before the hand-off.
+// TestFairHandOff: a release hands the lock straight to the queued waiter,
+// which confirms it with one attempt of its own (and no other), with a
+// fence above the releaser's and a lease that counts from before the
+// confirmation, so never past the release plus the TTL.
 func TestFairHandOff(t *testing.T) {
 	srv := testserver.Redis(t)
 	c := client(t, srv.Addr)
@@ -179,8 +181,8 @@ func TestFairHandOff(t *testing.T) {
 		t.FailNow()
 	}
 	defer next.Release(ctx)
-	if n, _ := hook.reset(); n != 0 {
-		t.Errorf("the waiter sent %d acquire attempts after the release, want 0 (hand-off)", n)
+	if n, _ := hook.reset(); n != 1 {
+		t.Errorf("the waiter sent %d acquire attempts after the release, want 1 (the hand-off's confirmation)", n)
 	}
 	if next.Fence() <= holder.Fence() {
 		t.Errorf("handed-off fence %d, not above the releaser's %d", next.Fence(), holder.Fence())
@@ -190,5 +192,72 @@ func TestFairHandOff(t *testing.T) {
 	}
 	if n := c.Exists(ctx, keys.Queue("fair/handoff"), keys.Asks("fair/handoff")).Val(); n != 0 {
 		t.Errorf("%d queue keys left after the hand-off", n)
+	}
+}
+
+// TestFairHandOffReplicaSync: under ReplicaSync a hand-off counts only
+// once WAIT has confirmed the waiter's confirmation of it. With the
+// replica up the waiter is granted, and the replica already has its lock
+// with the waiter's TTL (not the hand-off's second); with the replica
+// paused the waiter gets an error, never the lock, and the hand-off is
+// undone.
+func TestFairHandOffReplicaSync(t *testing.T) {
+	primary, replica := primaryWithReplica(t)
+	ctx := ctxT(t)
+	cfg := redislock.Config{ReplicaSync: 1, ReplicaTimeout: 500 * time.Millisecond}
+	a := lockerWith(t, client(t, primary.Addr), cfg)
+	defer a.Close()
+	b := lockerWith(t, client(t, primary.Addr), cfg)
+	defer b.Close()
+	admin, rc := client(t, primary.Addr), client(t, replica.Addr)
+	type result struct {
+		ls  *dlock.Lease
+		err error
+	}
+	// handOff has a hold name and b wait for it (for at most wait), then
+	// releases it once pause has run.
+	handOff := func(name string, wait time.Duration, pause func()) result {
+		held, err := a.Acquire(ctx, name, dlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan result, 1)
+		go func() {
+			ls, err := b.Acquire(ctx, name, dlock.WithTTL(time.Minute), dlock.WithWait(wait))
+			got <- result{ls, err}
+		}()
+		waitQueued(t, admin, name, 1)
+		pause()
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return <-got
+	}
+
+	r := handOff("replica/handoff", 30*time.Second, func() {})
+	if r.err != nil {
+		t.Fatalf("hand-off with the replica up: %v", r.err)
+	}
+	v, _ := rc.Get(ctx, keys.Lock("replica/handoff")).Result()
+	if ttl := rc.PTTL(ctx, keys.Lock("replica/handoff")).Val(); !strings.HasPrefix(v, r.ls.Token()+"\n") || ttl < 30*time.Second {
+		t.Errorf("replica has %q with %s left right after the hand-off's grant; want the waiter's token with its 1m TTL", v, ttl)
+	}
+	if left := time.Until(r.ls.Expires()); left < 30*time.Second {
+		t.Errorf("handed-off lease expires in %s, want about its 1m TTL", left)
+	}
+	_ = r.ls.Release(ctx)
+
+	r = handOff("replica/handoff-paused", 3*time.Second, replica.Pause)
+	defer replica.Resume()
+	if r.err == nil {
+		_ = r.ls.Release(ctx)
+		t.Fatal("hand-off with the replica paused granted the lock, want an error")
+	}
+	t.Logf("hand-off short of replicas: %v", r.err)
+	// Each unconfirmed grant is undone in the background.
+	for deadline := time.Now().Add(2 * time.Second); admin.Exists(ctx, keys.Lock("replica/handoff-paused")).Val() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lock is still held 2s after the waiter's unconfirmed hand-off")
+		}
 	}
 }

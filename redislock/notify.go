@@ -66,21 +66,14 @@ func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, 
 	return ch, stop, nil
 }
 
-// watch subscribes a waiter that shares channel with others; wake says
-// which one a message wakes.
+// watch subscribes a waiter: one that shares channel with others (wake
+// says which one a message wakes), or with own a queued waiter on its own
+// channel, which every message wakes (a hand-off to confirm, or its turn
+// to try).
 func (n *notifier) watch(ctx context.Context, channel string, own bool) (<-chan struct{}, func(), error) {
 	w := waiter{ch: make(chan struct{}, 1), own: own}
 	stop, err := n.add(ctx, channel, w)
 	return w.ch, stop, err
-}
-
-// watchOwn subscribes a queued waiter to its own channel: it receives
-// every message's payload (a hand-off names the grant); a newer message
-// replaces one not yet read.
-func (n *notifier) watchOwn(ctx context.Context, channel string) (<-chan string, func(), error) {
-	w := waiter{ch: make(chan struct{}, 1), own: true, msgs: make(chan string, 1)}
-	stop, err := n.add(ctx, channel, w)
-	return w.msgs, stop, err
 }
 
 // add joins w to channel and waits until Redis confirmed the subscription.
@@ -193,7 +186,7 @@ func (n *notifier) confirmed(channel string) {
 type waiter struct {
 	ch   chan struct{}
 	own  bool
-	msgs chan string // an own waiter's payloads (watchOwn), else nil
+	msgs chan string // an own waiter's payloads (WatchEvictions), else nil
 }
 
 // deliver hands payload to an own waiter with msgs, replacing an unread

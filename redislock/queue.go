@@ -2,8 +2,6 @@ package redislock
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -14,13 +12,34 @@ import (
 // put in the name's queue by the acquire script itself; the lock, once
 // free, goes only to the queue's head, and the release message goes only
 // to that head's own channel, so one waiter (not every one, and no other
-// process) is woken and tries. A waiter renews
-// its place every waiterPoll; one that stops doing so (its process died)
-// is dropped from the queue waiterLease after its last attempt.
+// process) is woken and tries. A waiter renews its place every waiterPoll;
+// one that stops doing so (its process died) is dropped from the queue
+// waiterLease after its last attempt.
+//
+// A release hands the lock to the head for handoffLease only (or its TTL
+// if shorter), and the head's next attempt, sent as soon as the release's
+// message arrives, confirms the grant by extending it to the head's TTL.
+// A head that died since its last attempt (its place has not lapsed yet)
+// never confirms: the lock lapses after handoffLease, not after the TTL,
+// and the next waiter takes it when it next polls (nextPoll: when the
+// holder's TTL runs out). A head that confirms too late rejoins the queue
+// at its own place (queuing.arrival): only the time it let run out is lost.
 const (
-	waiterLease = 3 * time.Second
-	waiterPoll  = time.Second
+	waiterLease  = 3 * time.Second
+	waiterPoll   = time.Second
+	handoffLease = time.Second
 )
+
+// queuing says how an attempt queues when it is not granted. With a zero
+// lease it does not (a single attempt). Otherwise the caller queues (or
+// stays queued), and its place lapses lease after the attempt unless it
+// comes back. arrival, when not zero, is the server time (µs) of the
+// caller's first attempt: a caller whose place was dropped while it was
+// alive rejoins there, not at the tail.
+type queuing struct {
+	lease   time.Duration
+	arrival uint64
+}
 
 // fairDriver is the driver with driver.Queuer, unless Config.NoFairQueue.
 type fairDriver struct{ *redisDriver }
@@ -28,14 +47,15 @@ type fairDriver struct{ *redisDriver }
 var _ driver.Queuer = fairDriver{}
 
 // AcquireWait implements driver.Queuer: it attempts, subscribes to its
-// own channel, and waits: a release hands the lock over with the message
-// itself (no attempt needed); an empty message, the holder's TTL running
-// out, or waiterPoll makes it attempt again, until granted or ctx is done.
-// It returns at the first backend error; on any failure it gives up its
-// place in the queue.
+// own channel, and waits: any message there (a hand-off, or its turn to
+// try), the holder's TTL running out, or waiterPoll makes it attempt
+// again, until granted or ctx is done. An attempt that finds the lock
+// handed to it confirms the hand-off, and the lease counts from that
+// attempt's send time. It returns at the first backend error; on any
+// failure it gives up its place in the queue.
 func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	sent := time.Now()
-	g, us, err := d.attempt(ctx, req, waiterLease)
+	g, us, err := d.attempt(ctx, req, queuing{lease: waiterLease})
 	if g.Acquired {
 		g.Since = sent
 	}
@@ -45,41 +65,18 @@ func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver
 		}
 		return g, err
 	}
-	wake, stop, werr := d.notify.watchOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token))
+	wake, stop, werr := d.notify.watch(ctx, d.keys.WaiterChannel(req.Name, req.Token), true)
 	if werr == nil {
 		defer stop()
 	}
-	g, err = d.waitLoop(ctx, req, wake, g, turn{sent, us})
+	g, err = d.waitLoop(ctx, req, wake, g, queuing{lease: waiterLease, arrival: us})
 	if err != nil || !g.Acquired {
 		d.dequeue(ctx, req)
 	}
 	return g, err
 }
 
-// turn is when the waiter's last attempt was sent (local clock) and ran
-// (server clock, µs): it maps a hand-off's server time to a local time
-// that is never later than the hand-off itself.
-type turn struct {
-	sent time.Time
-	us   uint64
-}
-
-// since is the local start of a lease the server granted at its time us:
-// the last attempt's send time plus the server time elapsed since that
-// attempt ran (the attempt ran after it was sent, so this is never after
-// the grant, clocks drifting aside), and never in the future.
-func (t turn) since(us uint64) time.Time {
-	s := t.sent
-	if us > t.us {
-		s = s.Add(time.Duration(us-t.us) * time.Microsecond)
-	}
-	if now := time.Now(); s.After(now) {
-		return now
-	}
-	return s
-}
-
-func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-chan string, last driver.Grant, at turn) (driver.Grant, error) {
+func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-chan struct{}, last driver.Grant, q queuing) (driver.Grant, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// The first pass attempts at once: a release (or hand-off) that came
@@ -88,17 +85,14 @@ func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-cha
 		if !first {
 			timer.Reset(nextPoll(last.Holder))
 			select {
-			case msg := <-wake:
-				if g, ok := d.handedOff(msg, at); ok {
-					return g, nil
-				}
+			case <-wake:
 			case <-timer.C:
 			case <-ctx.Done():
 				return driver.Grant{Holder: last.Holder}, ctx.Err()
 			}
 		}
 		sent := time.Now()
-		g, us, err := d.attempt(ctx, req, waiterLease)
+		g, _, err := d.attempt(ctx, req, q)
 		if err != nil && ctx.Err() != nil {
 			// The wait ran out during an attempt: the last answer Redis
 			// gave stands (a failure before it was an error, returned
@@ -109,27 +103,13 @@ func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-cha
 			return driver.Grant{}, err
 		}
 		if g.Acquired {
-			g.Since = sent // the TTL counts from this attempt, not from the queueing
+			// The TTL counts from this attempt (which also confirms a
+			// hand-off), not from the queueing.
+			g.Since = sent
 			return g, nil
 		}
-		last, at = g, turn{sent, us}
+		last = g
 	}
-}
-
-// handedOff reads a hand-off message, "g FENCE TIME". Under replica sync
-// a hand-off is not taken as is: the next attempt finds the lock held by
-// this token and confirms it with WAIT.
-func (d fairDriver) handedOff(msg string, at turn) (driver.Grant, bool) {
-	f := strings.Fields(msg)
-	if len(f) != 3 || f[0] != "g" || d.cfg.replicas > 0 {
-		return driver.Grant{}, false
-	}
-	fence, err1 := strconv.ParseUint(f[1], 10, 64)
-	us, err2 := strconv.ParseUint(f[2], 10, 64)
-	if err1 != nil || err2 != nil {
-		return driver.Grant{}, false
-	}
-	return driver.Grant{Acquired: true, Fence: fence, Since: at.since(us)}, true
 }
 
 // nextPoll is when to try again without a release message: when the

@@ -59,7 +59,9 @@ type Config struct {
 	// head of the queue (and hands it the lock), instead of every waiter
 	// racing for it, so handoffs cost one attempt and no waiter starves.
 	// A waiter that dies leaves the queue within a few seconds (it stops
-	// renewing its place), and the lock waits for it meanwhile. Lockers
+	// renewing its place); a lock handed to it meanwhile goes on to the
+	// next waiter about a second later, since a hand-off holds only until
+	// the waiter confirms it (see the package doc). Lockers
 	// without the queue still respect it: they take a free lock only when
 	// nobody is queued, and are not woken while waiters queue (they
 	// poll), so give every Locker that contends for a name the same
@@ -258,8 +260,8 @@ func (d *redisDriver) refresh(ctx context.Context, c redis.Scripter, name, token
 }
 
 // Release runs the release script, which also hands the lock to the
-// queue's head, or publishes on the name's release channel while someone
-// watches it.
+// queue's head (provisionally: see handoffLease), or publishes on the
+// name's release channel while someone watches it.
 func (d *redisDriver) Release(ctx context.Context, name, token string) error {
 	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.release(ctx, d.client, name, token) })
 	return err
@@ -267,18 +269,21 @@ func (d *redisDriver) Release(ctx context.Context, name, token string) error {
 
 func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token string) error {
 	ks := d.keys.Set(name, d.cluster)
-	keys := []string{ks[0], ks[2], ks[1], ks[3], ks[5], ks[6]}
-	var cmd *redis.Cmd
-	if d.cfg.replicas > 0 {
-		cmd = redisscript.Release.Run(ctx, c, keys, token, "0") // no hand-off
-	} else {
-		cmd = redisscript.Release.Run(ctx, c, keys, token)
+	keys := []string{ks[1], ks[0], ks[2], ks[3], ks[5], ks[6]} // counter, then releaseKeys(ks)
+	n, err := redisscript.Release.Run(ctx, c, keys, handoffLease.Milliseconds(), token).Int64Slice()
+	if err == nil && len(n) != 1 {
+		err = fmt.Errorf("redislock: release answered %d results for one lock", len(n))
 	}
-	n, err := cmd.Int64()
 	if err != nil {
 		return redisscript.Classify(err)
 	}
-	return outcome(n)
+	return outcome(n[0])
+}
+
+// releaseKeys are the release script's keys of one lock, from its
+// Keys.Set: lock, queue, waiter deadlines, requests, watched mark.
+func releaseKeys(set []string) []string {
+	return []string{set[0], set[2], set[3], set[5], set[6]}
 }
 
 // outcome maps the scripts' 1 / 0 / -1 to nil / ErrExpired / ErrTakenOver.

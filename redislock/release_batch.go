@@ -8,13 +8,14 @@ import (
 	"github.com/dlockdev/dlock/internal/redisscript"
 )
 
-// maxReleaseBatch bounds one release_batch call, so that one script never
+// maxReleaseBatch bounds one release script call, so that one script never
 // blocks the server for long.
 const maxReleaseBatch = 1000
 
-// ReleaseBatch implements driver.BatchReleaser: one release_batch script
-// call per hash slot (and per 1,000 leases), all sent in one pipeline, so
-// that Locker.Close on 10,000 leases costs one round trip per node.
+// ReleaseBatch implements driver.BatchReleaser: one release script call
+// per hash slot (and per 1,000 leases), all sent in one pipeline, so that
+// Locker.Close on 10,000 leases costs one round trip per node. Each lock
+// is handed to its queue's head as a single release hands it.
 func (d *redisDriver) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
 	return bounded(ctx, d, func() ([]error, error) { return d.releaseBatch(ctx, items) })
 }
@@ -29,7 +30,7 @@ func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseIt
 	for g, idx := range groups {
 		calls[g] = d.releaseCall(items, idx)
 	}
-	cmds, err := redisscript.RunPipelined(ctx, d.client, redisscript.ReleaseBatch, calls)
+	cmds, err := redisscript.RunPipelined(ctx, d.client, redisscript.Release, calls)
 	if err != nil {
 		return nil, redisscript.Classify(err)
 	}
@@ -49,12 +50,15 @@ func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseIt
 	return results, nil
 }
 
-// releaseCall is the release_batch call of items[idx].
+// releaseCall is the release script's call of items[idx], which share a
+// fence counter (one server, or one Cluster slot).
 func (d *redisDriver) releaseCall(items []driver.ReleaseItem, idx []int) redisscript.Call {
-	c := redisscript.Call{Keys: make([]string, 0, 2*len(idx)), Args: make([]any, 0, len(idx))}
+	c := redisscript.Call{Keys: make([]string, 1, 1+5*len(idx)), Args: make([]any, 1, 1+len(idx))}
+	c.Args[0] = handoffLease.Milliseconds()
 	for _, i := range idx {
-		lock := d.keys.Lock(items[i].Name)
-		c.Keys = append(c.Keys, lock, lock+":queue")
+		ks := d.keys.Set(items[i].Name, d.cluster)
+		c.Keys[0] = ks[1]
+		c.Keys = append(c.Keys, releaseKeys(ks)...)
 		c.Args = append(c.Args, items[i].Token)
 	}
 	return c

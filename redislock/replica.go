@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/redis/go-redis/v9"
@@ -13,14 +12,14 @@ import (
 // run on one connection (WAIT counts the replicas that have this
 // connection's writes), and a grant that too few replicas confirmed is
 // released on that connection before the error is returned.
-func (d *redisDriver) acquireSynced(ctx context.Context, req driver.Request, lease time.Duration) (driver.Grant, uint64, error) {
+func (d *redisDriver) acquireSynced(ctx context.Context, req driver.Request, q queuing) (driver.Grant, uint64, error) {
 	node, err := d.primaryFor(ctx, d.keys.Lock(req.Name))
 	if err != nil {
 		return driver.Grant{}, 0, err
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	g, us, err := d.acquire(ctx, conn, req, lease)
+	g, us, err := d.acquire(ctx, conn, req, q)
 	if err != nil || !g.Acquired {
 		return g, us, err
 	}

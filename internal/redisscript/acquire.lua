@@ -15,7 +15,12 @@
 -- may still be on its way). ARGV[6] (optional, Unix ms, 0 for none) is
 -- the caller's deadline by its own clock: the place lapses then if that is
 -- sooner, since what is left counts from the script's run, which is later
--- than the caller's send by the request's latency.
+-- than the caller's send by the request's latency. ARGV[7] (optional,
+-- us, 0 for none) is when the caller first queued (the server time of its
+-- first attempt): a caller that is not queued (its place was dropped
+-- while it was alive: a hand-off it confirmed after the hand-off lease
+-- ran out, or a pause longer than its lease) rejoins at that place, not
+-- at the tail.
 -- The lock's value is "token\nfence\nowner".
 -- A single attempt (ARGV[4] 0) that finds the lock held sets the watched
 -- mark for 30 s: while it is set, the release publishes on the release
@@ -71,9 +76,14 @@ local deadline = tonumber(ARGV[6] or '0') or 0
 if deadline > 0 and deadline < lapse then
   lapse = deadline
 end
+local rejoin = tonumber(ARGV[7] or '0') or 0
+local arrival = us
+if rejoin > 0 then
+  arrival = ARGV[7]
+end
 local function enqueue()
   if lease > 0 then
-    redis.call('ZADD', KEYS[3], 'NX', us, tok)
+    redis.call('ZADD', KEYS[3], 'NX', arrival, tok)
     redis.call('ZADD', KEYS[4], lapse, tok)
     redis.call('HSET', KEYS[6], tok, ARGV[2] .. '\n' .. ARGV[3])
     redis.call('PEXPIRE', KEYS[3], 2 * lease)
@@ -103,8 +113,12 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     redis.call('ZREM', KEYS[4], w)
     redis.call('HDEL', KEYS[6], w)
   end
-  local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
-  if head and head ~= tok then
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  local head = first[1]
+  -- A caller that arrived before the head is not queued (a queued
+  -- caller's score is its arrival, never below the head's): its place was
+  -- dropped while it was alive, and it takes its turn now.
+  if head and head ~= tok and not (rejoin > 0 and rejoin < tonumber(first[2])) then
     enqueue()
     return {0, '0', 'nobody (free, reserved for the next queued waiter)', -2, us}
   end

@@ -29,8 +29,6 @@ var (
 	forceReleaseSrc string
 	//go:embed dequeue.lua
 	dequeueSrc string
-	//go:embed release_batch.lua
-	releaseBatchSrc string
 )
 
 // The scripts. Each file documents its KEYS, ARGV and reply.
@@ -42,12 +40,11 @@ var (
 	Inspect      = redis.NewScript(inspectSrc)
 	ForceRelease = redis.NewScript(forceReleaseSrc)
 	Dequeue      = redis.NewScript(dequeueSrc)
-	ReleaseBatch = redis.NewScript(releaseBatchSrc)
 )
 
 // All lists every script, for Load.
 func All() []*redis.Script {
-	return []*redis.Script{Acquire, Refresh, RefreshBatch, Release, Inspect, ForceRelease, Dequeue, ReleaseBatch}
+	return []*redis.Script{Acquire, Refresh, RefreshBatch, Release, Inspect, ForceRelease, Dequeue}
 }
 
 // Load caches every script on the server (on every master of a Cluster),
