@@ -102,31 +102,6 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return false
 }
 
-// options turns the wire's ttl_ms, wait_ms and owner into Options.
-func options(ttl, wait *int64, owner string) ([]dlock.Option, error) {
-	var opts []dlock.Option
-	if ttl != nil {
-		if *ttl <= 0 {
-			return nil, fmt.Errorf("%w: ttl_ms %d is not positive", dlock.ErrInvalidArgument, *ttl)
-		}
-		opts = append(opts, dlock.WithTTL(time.Duration(*ttl)*time.Millisecond))
-	}
-	if wait != nil {
-		switch {
-		case *wait == -1:
-			opts = append(opts, dlock.WithWait(dlock.Forever))
-		case *wait < 0:
-			return nil, fmt.Errorf("%w: wait_ms %d: want 0 (one try), a positive bound, or -1 (no bound)", dlock.ErrInvalidArgument, *wait)
-		default:
-			opts = append(opts, dlock.WithWait(time.Duration(*wait)*time.Millisecond))
-		}
-	}
-	if owner != "" {
-		opts = append(opts, dlock.WithOwner(owner))
-	}
-	return opts, nil
-}
-
 func (s *Server) acquireLock(w http.ResponseWriter, r *http.Request) {
 	var b lockBody
 	if !s.decode(w, r, &b) {
@@ -237,11 +212,11 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 	}
 	s.leases.touch(e)
 	if b.TTLms != nil {
-		if *b.TTLms <= 0 {
-			invalidf(w, "ttl_ms %d is not positive", *b.TTLms)
-			return
+		ttl, err := ttlOf(*b.TTLms)
+		if err == nil {
+			err = e.lease.Refresh(r.Context(), ttl)
 		}
-		if err := e.lease.Refresh(r.Context(), time.Duration(*b.TTLms)*time.Millisecond); err != nil {
+		if err != nil {
 			writeError(w, err)
 			return
 		}

@@ -184,7 +184,7 @@ func TestBadInput(t *testing.T) {
 		{"/v1/locks/a/acquire", `{"ttl":5}`, 400, `unknown field "ttl"`},
 		{"/v1/locks/a/acquire", `{"ttl_ms":"5s"}`, 400, "ttl_ms"},
 		{"/v1/locks/a/acquire", `{"ttl_ms":-5}`, 400, "ttl_ms -5"},
-		{"/v1/locks/a/acquire", `{"ttl_ms":1}`, 400, "1ms"},
+		{"/v1/locks/a/acquire", `{"ttl_ms":1}`, 400, "ttl_ms 1 is out of range"},
 		{"/v1/locks/a/acquire", `{"wait_ms":-2}`, 400, "wait_ms -2"},
 		{"/v1/locks/a/acquire", `{} {}`, 400, "more than one"},
 		{"/v1/locks/a/acquire", `{"owner":"` + strings.Repeat("o", 2000) + `"}`, 413, "1024 bytes"},
