@@ -2,10 +2,8 @@ package serve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -75,33 +73,6 @@ type forceBody struct {
 	Election bool `json:"election"`
 }
 
-// decode reads a JSON body into v: bounded, unknown fields refused, an
-// empty body allowed (v keeps its zero value). false means it answered.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.More() {
-			invalidf(w, "request body: more than one JSON value")
-			return false
-		}
-		return true
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.Is(err, io.EOF):
-		return true
-	case errors.As(err, &tooBig):
-		writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
-			fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
-	default:
-		invalidf(w, "request body: %v", err)
-	}
-	return false
-}
-
 func (s *Server) acquireLock(w http.ResponseWriter, r *http.Request) {
 	var b lockBody
 	if !s.decode(w, r, &b) {
@@ -113,7 +84,7 @@ func (s *Server) acquireLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ls, err := s.l.Acquire(r.Context(), r.PathValue("name"), opts...)
-	s.granted(w, r, ls, 0, err)
+	s.granted(w, r, ls, 0, scrub(err, echo{"owner", "owner", b.Owner}, echo{value: r.PathValue("name")}))
 }
 
 func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
@@ -130,13 +101,14 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	sent := []echo{{"owner", "owner", b.Owner}, {value: r.PathValue("name")}}
 	sem, err := s.l.Semaphore(r.PathValue("name"), b.Permits)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, scrub(err, sent...))
 		return
 	}
 	ls, err := sem.Acquire(r.Context(), opts...)
-	s.granted(w, r, ls, b.Permits, err)
+	s.granted(w, r, ls, b.Permits, scrub(err, sent...))
 }
 
 func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
@@ -149,13 +121,16 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// The library publishes the value as the leader's owner, and names
+	// it so in its errors.
+	sent := []echo{{"owner", "value", b.Value}, {value: r.PathValue("name")}}
 	e, err := s.l.Election(r.PathValue("name"))
 	if err != nil {
-		writeError(w, err)
+		writeError(w, scrub(err, sent...))
 		return
 	}
 	ls, err := e.Campaign(r.Context(), b.Value, opts...)
-	s.granted(w, r, ls, 0, err)
+	s.granted(w, r, ls, 0, scrub(err, sent...))
 }
 
 // granted answers an acquire: the new lease, or the error. A lease won

@@ -89,6 +89,8 @@ type holderJSON struct {
 	Slot    int    `json:"slot"`
 	// AgeMs is set for the leases this server granted.
 	AgeMs *int64 `json:"age_ms,omitempty"`
+	// Value is a leader's published value (its Owner), as campaigned.
+	Value string `json:"value,omitempty"`
 }
 
 func toHolder(h dlock.Holder) holderJSON {
@@ -96,7 +98,8 @@ func toHolder(h dlock.Holder) holderJSON {
 	if h.TTL >= 0 {
 		ttl = h.TTL.Milliseconds()
 	}
-	return holderJSON{Name: h.Name, Kind: string(h.Kind), Owner: h.Owner, Fence: h.Fence, TTLms: ttl, Permits: h.Permits, Slot: h.Slot}
+	return holderJSON{Name: h.Name, Kind: string(h.Kind), Owner: h.Owner, Fence: h.Fence, TTLms: ttl, Permits: h.Permits, Slot: h.Slot,
+		Value: leaderValue(h.Kind, h.Owner)}
 }
 
 // leaseJSON is a lease on the wire. LeaseID is the client's handle, not
@@ -112,17 +115,27 @@ type leaseJSON struct {
 	Slot      int       `json:"slot"`
 	Permits   int       `json:"permits"`
 	State     string    `json:"state,omitempty"`
+	Value     string    `json:"value,omitempty"` // a leader's published value
 }
 
 func toLease(e *entry, withState bool) leaseJSON {
 	ls := e.lease
 	out := leaseJSON{LeaseID: e.id, Name: ls.Name(), Kind: string(ls.Kind()), Fence: ls.Fence(),
 		TTLms: ls.TTL().Milliseconds(), ExpiresAt: time.Now().Add(time.Until(ls.Expires())).UTC(),
-		Owner: ls.Owner(), Slot: ls.Slot(), Permits: e.permits}
+		Owner: ls.Owner(), Slot: ls.Slot(), Permits: e.permits, Value: leaderValue(ls.Kind(), ls.Owner())}
 	if withState {
 		out.State = leaseState(ls)
 	}
 	return out
+}
+
+// leaderValue is a leader's published value: the library keeps it as the
+// holder's owner; the API calls it value, as the campaign does.
+func leaderValue(k dlock.Kind, owner string) string {
+	if k == dlock.KindLeader {
+		return owner
+	}
+	return ""
 }
 
 func leaseState(ls *dlock.Lease) string {
