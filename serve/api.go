@@ -145,14 +145,12 @@ func (s *Server) granted(w http.ResponseWriter, r *http.Request, ls *dlock.Lease
 		_ = ls.Release(context.WithoutCancel(r.Context()))
 		return
 	}
-	select {
-	case <-s.stop:
+	e, ok := s.leases.add(ls, permits)
+	if !ok {
 		_ = ls.Release(context.Background())
 		writeProblem(w, http.StatusServiceUnavailable, "backend", "Server closing", "the server is shutting down")
 		return
-	default:
 	}
-	e := s.leases.add(ls, permits)
 	writeJSON(w, http.StatusOK, toLease(e, false))
 }
 

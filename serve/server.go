@@ -173,19 +173,20 @@ func (rr *recorder) WriteHeader(code int)        { rr.code = code }
 func (rr *recorder) Write(p []byte) (int, error) { return rr.body.Write(p) }
 
 // Close releases every lease the server holds (token-checked, best
-// effort), ends the events streams and stops the background work. The
-// Locker stays open: it is the caller's.
+// effort), then ends the streams, each lease's with its "released" event,
+// and stops the background work. Acquires that complete meanwhile are
+// released at once. The Locker stays open: it is the caller's.
 func (s *Server) Close() error {
 	var err error
 	s.closing.Do(func() {
-		close(s.stop)
-		s.bg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err = dlock.ReleaseAll(ctx, s.leases.drain())
 		if errors.Is(err, dlock.ErrLost) || errors.Is(err, dlock.ErrReleased) {
 			err = nil
 		}
+		close(s.stop)
+		s.bg.Wait()
 	})
 	return err
 }
