@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -16,18 +15,7 @@ import (
 // cookieName is the dashboard's cookie: a random session id set by POST
 // /login (never the token itself), accepted like the Authorization
 // header for sessionTTL.
-const (
-	cookieName  = "dlock_token"
-	sessionTTL  = 12 * time.Hour
-	maxSessions = 10000
-)
-
-// session is a signed-in browser.
-type session struct {
-	role    role
-	who     string
-	expires time.Time
-}
+const cookieName = "dlock_session"
 
 // role is what a request may do.
 type role int
@@ -43,10 +31,7 @@ const (
 // client. The comparison takes the same time whatever the token.
 func (s *Server) roleOf(r *http.Request) (role, string) {
 	if c, err := r.Cookie(cookieName); err == nil && r.Header.Get("Authorization") == "" {
-		s.sessMu.Lock()
-		ss, ok := s.sessions[c.Value]
-		s.sessMu.Unlock()
-		if ok && time.Now().Before(ss.expires) {
+		if ss, ok := s.sessions.get(c.Value, time.Now()); ok {
 			return ss.role, ss.who
 		}
 	}
@@ -155,23 +140,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if matchAny(tok, s.cfg.AdminTokens) {
 		rl = roleAdmin
 	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	s.sessMu.Lock()
-	if len(s.sessions) >= maxSessions {
-		now := time.Now()
-		for k, v := range s.sessions {
-			if now.After(v.expires) {
-				delete(s.sessions, k)
-			}
-		}
-		if len(s.sessions) >= maxSessions {
-			clear(s.sessions)
-		}
-	}
-	s.sessions[id] = session{role: rl, who: who, expires: time.Now().Add(sessionTTL)}
-	s.sessMu.Unlock()
+	id := s.sessions.add(rl, who, time.Now())
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, MaxAge: int(sessionTTL / time.Second),
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -179,9 +148,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(cookieName); err == nil {
-		s.sessMu.Lock()
-		delete(s.sessions, c.Value)
-		s.sessMu.Unlock()
+		s.sessions.remove(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})

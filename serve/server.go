@@ -83,8 +83,7 @@ type Server struct {
 	limMu    sync.Mutex
 	limiters map[string]*rate.Limiter
 
-	sessMu   sync.Mutex
-	sessions map[string]session // dashboard sign-ins, by cookie
+	sessions *sessionStore // dashboard sign-ins, by cookie
 
 	stop    chan struct{}
 	closing sync.Once
@@ -118,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, l: cfg.Locker, log: log, mux: http.NewServeMux(),
-		limiters: map[string]*rate.Limiter{}, sessions: map[string]session{}, stop: make(chan struct{})}
+		limiters: map[string]*rate.Limiter{}, sessions: newSessionStore(), stop: make(chan struct{})}
 	s.leases = newLeaseTable()
 	s.board = newBoard(cfg.Locker.Backend())
 	cfg.Locker.AddHooks(s.board.hooks())
