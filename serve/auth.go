@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"html/template"
-	"net"
 	"net/http"
 	"time"
 
@@ -48,7 +47,7 @@ func (s *Server) roleOf(r *http.Request) (role, string) {
 		return roleClient, "cert:" + r.TLS.VerifiedChains[0][0].Subject.String()
 	}
 	if s.cfg.InsecureNoAuth {
-		return roleClient, "addr:" + remoteHost(r)
+		return roleClient, "addr:" + s.clientAddr(r)
 	}
 	return roleNone, ""
 }
@@ -68,14 +67,6 @@ func digest(tok string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // client wraps h: authenticated clients only, within their rate.
 func (s *Server) client(h http.HandlerFunc) http.HandlerFunc { return s.guard(roleClient, h) }
 
@@ -84,9 +75,18 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc { return s.guard(rol
 
 func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		addr := s.clientAddr(r)
+		if s.authFails.blocked(addr) {
+			tooManyFailures(w)
+			return
+		}
 		got, who := s.roleOf(r)
 		switch {
 		case got == roleNone:
+			if !s.authFails.fail(addr) {
+				tooManyFailures(w)
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="dlock"`)
 			writeProblem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized",
 				"a valid bearer token (Authorization: Bearer ...) or client certificate is required")
@@ -124,14 +124,19 @@ func (s *Server) limiter(who string) *rate.Limiter {
 
 // login checks the form's token and keeps it in the dashboard's cookie.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	addr := s.clientAddr(r)
+	if s.authFails.blocked(addr) {
+		tooManyFailures(w)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	tok := r.PostFormValue("token")
 	if !matchAny(tok, s.cfg.Tokens) && !matchAny(tok, s.cfg.AdminTokens) {
-		// The limiter slows guessing: one bucket per remote address.
-		if !s.limiter("login:" + remoteHost(r)).Allow() {
-			writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many requests", "too many failed logins")
+		if !s.authFails.fail(addr) {
+			tooManyFailures(w)
 			return
 		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
 		_ = loginPage.Execute(w, "That token is not valid.")
 		return

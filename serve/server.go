@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -58,6 +59,13 @@ type Config struct {
 	// address's) requests (defaults DefaultRatePerSecond, DefaultBurst).
 	RatePerSecond float64
 	Burst         int
+	// TrustedProxies are the addresses of the proxies (load balancers) in
+	// front of the server. A request from one of them is the client's
+	// that X-Forwarded-For names: the last address there that is not a
+	// trusted proxy. From any other address, X-Forwarded-For is ignored.
+	// The client address keys the limits on failed authentication,
+	// connections and requests in flight.
+	TrustedProxies []netip.Prefix
 	// Metrics, when set, is served at /metrics (client auth applies).
 	Metrics http.Handler
 	// Dashboard, when set, is served at / and /static/ (package
@@ -80,8 +88,9 @@ type Server struct {
 	leases *leaseTable
 	board  *board
 
-	limMu    sync.Mutex
-	limiters map[string]*rate.Limiter
+	limMu     sync.Mutex
+	limiters  map[string]*rate.Limiter
+	authFails *failLimiter
 
 	sessions *sessionStore // dashboard sign-ins, by cookie
 
@@ -103,6 +112,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, errors.New("serve: a token is shorter than 16 characters; use a random one (e.g. openssl rand -hex 32)")
 		}
 	}
+	for _, p := range cfg.TrustedProxies {
+		if !p.IsValid() {
+			return nil, errors.New("serve: Config.TrustedProxies holds an invalid prefix (want e.g. netip.MustParsePrefix(\"10.0.0.0/8\"))")
+		}
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -117,7 +131,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, l: cfg.Locker, log: log, mux: http.NewServeMux(),
-		limiters: map[string]*rate.Limiter{}, sessions: newSessionStore(), stop: make(chan struct{})}
+		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), sessions: newSessionStore(), stop: make(chan struct{})}
 	s.leases = newLeaseTable()
 	s.board = newBoard(cfg.Locker.Backend())
 	cfg.Locker.AddHooks(s.board.hooks())
