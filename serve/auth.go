@@ -87,15 +87,18 @@ func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
 				tooManyFailures(w)
 				return
 			}
+			refuse(w)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="dlock"`)
 			writeProblem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized",
 				"a valid bearer token (Authorization: Bearer ...) or client certificate is required")
 			return
 		case got < need:
+			refuse(w)
 			writeProblem(w, http.StatusForbidden, "forbidden", "Forbidden", "this operation needs an admin token")
 			return
 		}
 		if lim := s.limiter(who); !lim.Allow() {
+			refuse(w)
 			w.Header().Set("Retry-After", retryAfter(time.Duration(float64(time.Second)/s.cfg.RatePerSecond)))
 			writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many requests",
 				"over this client's request rate; retry after the Retry-After seconds")
@@ -136,6 +139,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			tooManyFailures(w)
 			return
 		}
+		refuse(w)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
 		_ = loginPage.Execute(w, "That token is not valid.")

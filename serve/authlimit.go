@@ -65,6 +65,7 @@ func (f *failLimiter) makeRoom() {
 
 // tooManyFailures answers 429 to a client address over its failures.
 func tooManyFailures(w http.ResponseWriter) {
+	refuse(w)
 	w.Header().Set("Retry-After", retryAfter(time.Second/authFailPerSec))
 	writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many failed authentications",
 		"too many failed authentications from this address; retry after the Retry-After seconds")

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // decode reads a JSON object body into v: bounded by MaxBodyBytes, its
@@ -18,8 +20,18 @@ import (
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	data, err := io.ReadAll(r.Body)
+	if err == nil {
+		// Read in time: the connection may now stay idle as long as the
+		// answer takes (a wait), without its read deadline cutting it.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	}
 	var tooBig *http.MaxBytesError
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		refuse(w)
+		writeProblem(w, http.StatusRequestTimeout, "timeout", "Request body too slow",
+			fmt.Sprintf("the request body did not arrive within %s", s.cfg.BodyReadTimeout))
+		return false
 	case errors.As(err, &tooBig):
 		writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
 			fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))

@@ -37,6 +37,14 @@ func writeProblemDoc(w http.ResponseWriter, p problem) {
 	_ = json.NewEncoder(w).Encode(p)
 }
 
+// refuse makes the answer being written the connection's last, without
+// reading what is left of the request's body: a refused client (no
+// token, over a limit) cannot keep the connection by sending slowly.
+func refuse(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
 // writeError maps a library error to its problem, with the library's
 // wording as the detail.
 func writeError(w http.ResponseWriter, err error) {

@@ -34,6 +34,10 @@ const (
 	// DefaultRatePerSecond and DefaultBurst bound each client's requests.
 	DefaultRatePerSecond = 100
 	DefaultBurst         = 200
+	// DefaultBodyReadTimeout bounds the time to read a request body.
+	DefaultBodyReadTimeout = 10 * time.Second
+	// DefaultMaxConnsPerClient bounds one client address's connections.
+	DefaultMaxConnsPerClient = 128
 )
 
 // Config configures a Server.
@@ -55,6 +59,15 @@ type Config struct {
 	InsecureNoAuth bool
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the time to read a request body, from the end
+	// of its headers (default DefaultBodyReadTimeout); a body not read by
+	// then is answered 408 and its connection closed. It bounds reading
+	// only: a response (an events stream) may last as long as it needs.
+	BodyReadTimeout time.Duration
+	// MaxConnsPerClient bounds the connections one client address holds
+	// at once, through Listener, and behind a trusted proxy the requests
+	// it has in flight (default DefaultMaxConnsPerClient).
+	MaxConnsPerClient int
 	// RatePerSecond and Burst bound each client's (token's, or remote
 	// address's) requests (defaults DefaultRatePerSecond, DefaultBurst).
 	RatePerSecond float64
@@ -91,6 +104,7 @@ type Server struct {
 	limMu     sync.Mutex
 	limiters  map[string]*rate.Limiter
 	authFails *failLimiter
+	inFlight  *counter // requests in flight per client behind a trusted proxy
 
 	sessions *sessionStore // dashboard sign-ins, by cookie
 
@@ -120,6 +134,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.MaxConnsPerClient <= 0 {
+		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
 	if cfg.RatePerSecond <= 0 {
 		cfg.RatePerSecond = DefaultRatePerSecond
 	}
@@ -131,7 +151,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, l: cfg.Locker, log: log, mux: http.NewServeMux(),
-		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), sessions: newSessionStore(), stop: make(chan struct{})}
+		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), inFlight: newCounter(cfg.MaxConnsPerClient), sessions: newSessionStore(), stop: make(chan struct{})}
 	s.leases = newLeaseTable()
 	s.board = newBoard(cfg.Locker.Backend())
 	cfg.Locker.AddHooks(s.board.hooks())
@@ -141,9 +161,18 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP serves the API.
+// ServeHTTP serves the API. A request's body must arrive within
+// Config.BodyReadTimeout.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if r.ContentLength != 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+	}
+	done, ok := s.proxied(w, r)
+	if !ok {
+		return
+	}
+	defer done()
 	h, pattern := s.mux.Handler(r)
 	if pattern == "" {
 		unmatched(w, r, h)
