@@ -14,17 +14,17 @@ import (
 // routesInit registers every route. Each route is listed in
 // openapi.json; a test checks the two agree.
 func (s *Server) routesInit() {
-	s.handle("POST /v1/locks/{name}/acquire", s.client(s.acquireLock))
-	s.handle("POST /v1/semaphores/{name}/acquire", s.client(s.acquirePermit))
-	s.handle("POST /v1/elections/{name}/campaign", s.client(s.campaign))
+	s.handle("POST /v1/locks/{name}/acquire", s.client(jsonIn(s.acquireLock)))
+	s.handle("POST /v1/semaphores/{name}/acquire", s.client(jsonIn(s.acquirePermit)))
+	s.handle("POST /v1/elections/{name}/campaign", s.client(jsonIn(s.campaign)))
 	s.handle("GET /v1/elections/{name}/leader", s.client(s.leader))
 	s.handle("GET /v1/leases/{id}", s.client(s.getLease))
-	s.handle("POST /v1/leases/{id}/renew", s.client(s.renew))
+	s.handle("POST /v1/leases/{id}/renew", s.client(jsonIn(s.renew)))
 	s.handle("DELETE /v1/leases/{id}", s.client(s.release))
 	s.handle("GET /v1/leases/{id}/events", s.client(s.events))
 	s.handle("GET /v1/locks", s.client(s.list))
 	s.handle("GET /v1/locks/{name}", s.client(s.inspect))
-	s.handle("POST /v1/locks/{name}/force-release", s.admin(s.forceRelease))
+	s.handle("POST /v1/locks/{name}/force-release", s.admin(jsonIn(s.forceRelease)))
 	s.handle("GET /v1/dashboard", s.client(s.dashboardSnapshot))
 	s.handle("GET /v1/dashboard/stream", s.client(s.dashboardStream))
 	s.handle("GET /openapi.json", s.openAPI)

@@ -140,9 +140,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		refuse(w)
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(http.StatusUnauthorized)
-		_ = loginPage.Execute(w, "That token is not valid.")
+		writeLogin(w, http.StatusUnauthorized, "That token is not valid.")
 		return
 	}
 	rl, who := roleClient, "token:"+digest(tok)
@@ -172,8 +170,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if got, _ := s.roleOf(r); got == roleNone {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = loginPage.Execute(w, "")
+		writeLogin(w, http.StatusOK, "")
 		return
 	}
 	s.cfg.Dashboard.ServeHTTP(w, r)
@@ -187,9 +184,18 @@ func (s *Server) static(w http.ResponseWriter, r *http.Request) {
 	s.cfg.Dashboard.ServeHTTP(w, r)
 }
 
+// writeLogin answers with the sign-in form under its own policy.
+func writeLogin(w http.ResponseWriter, status int, alert string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", loginCSP)
+	w.WriteHeader(status)
+	_ = loginPage.Execute(w, alert)
+}
+
+// loginPage is the sign-in form; writeLogin sends it under loginCSP.
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>dlock — sign in</title>
-<style>body{font:15px system-ui,sans-serif;margin:4em auto;max-width:24em}input{font:inherit;padding:.4em;width:100%;box-sizing:border-box;margin:.4em 0}</style></head>
+<style>` + loginStyle + `</style></head>
 <body><h1>dlock</h1><p>Sign in with a client token (dlock serve --token-file).</p>
 {{if .}}<p role="alert"><strong>{{.}}</strong></p>{{end}}
 <form method="post" action="/login"><input type="password" name="token" autocomplete="current-password" autofocus>

@@ -57,6 +57,12 @@ type Config struct {
 	// InsecureNoAuth serves clients without authentication. The CLI
 	// allows it only on a loopback listener.
 	InsecureNoAuth bool
+	// LoopbackOnly says that the server listens on loopback addresses
+	// only: a request whose Host is not a loopback name (localhost,
+	// *.localhost) or address is refused (421), so that a web page whose
+	// own name was made to resolve to 127.0.0.1 (DNS rebinding) cannot
+	// reach the server as if it were its own origin.
+	LoopbackOnly bool
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// BodyReadTimeout bounds the time to read a request body, from the end
@@ -161,10 +167,14 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP serves the API. A request's body must arrive within
+// ServeHTTP serves the API: past the browser-facing checks (see
+// security.go), a request's body must arrive within
 // Config.BodyReadTimeout.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	securityHeaders(w.Header())
+	if !s.screen(w, r) {
+		return
+	}
 	if r.ContentLength != 0 {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 	}

@@ -149,6 +149,12 @@ func (o *serveOptions) proxies() ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// loopbackOnly reports whether --listen is a loopback address only.
+func (o *serveOptions) loopbackOnly() bool {
+	host, _, err := net.SplitHostPort(o.listen)
+	return err == nil && isLoopback(host)
+}
+
 func isLoopback(host string) bool {
 	if host == "localhost" {
 		return true
@@ -219,6 +225,7 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 	srv, err := serve.New(serve.Config{
 		Locker: l, Tokens: tokens, AdminTokens: admins,
 		ClientCerts: tlsCfg != nil && tlsCfg.ClientCAs != nil, InsecureNoAuth: o.insecureNoAuth,
+		LoopbackOnly:   o.loopbackOnly(),
 		TrustedProxies: proxies, MaxConnsPerClient: o.maxConns,
 		Metrics:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Dashboard: dashboard.Handler(), Logger: log,
