@@ -90,6 +90,10 @@ type Config struct {
 	// Dashboard, when set, is served at / and /static/ (package
 	// serve/dashboard).
 	Dashboard http.Handler
+	// MaxDashboardStreams bounds the dashboard streams one client (a
+	// token, a certificate, or an address without authentication) has
+	// open at once (default DefaultMaxDashboardStreams); past it, 429.
+	MaxDashboardStreams int
 	// Logger receives one line per failed request and per lease the
 	// server gives up; nil discards. Tokens never reach it.
 	Logger *slog.Logger
@@ -104,8 +108,10 @@ type Server struct {
 	mux    *http.ServeMux
 	routes []string // "METHOD /pattern", for the OpenAPI check
 
-	leases *leaseTable
-	board  *board
+	leases  *leaseTable
+	board   *board
+	shared  shared   // the dashboard's snapshot
+	viewers *counter // dashboard streams per client
 
 	limMu     sync.Mutex
 	limiters  map[string]*rate.Limiter
@@ -146,6 +152,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnsPerClient <= 0 {
 		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
 	}
+	if cfg.MaxDashboardStreams <= 0 {
+		cfg.MaxDashboardStreams = DefaultMaxDashboardStreams
+	}
 	if cfg.RatePerSecond <= 0 {
 		cfg.RatePerSecond = DefaultRatePerSecond
 	}
@@ -157,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, l: cfg.Locker, log: log, mux: http.NewServeMux(),
-		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), inFlight: newCounter(cfg.MaxConnsPerClient), sessions: newSessionStore(), stop: make(chan struct{})}
+		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), inFlight: newCounter(cfg.MaxConnsPerClient), viewers: newCounter(cfg.MaxDashboardStreams), sessions: newSessionStore(), stop: make(chan struct{})}
 	s.leases = newLeaseTable()
 	s.board = newBoard(cfg.Locker.Backend())
 	cfg.Locker.AddHooks(s.board.hooks())
