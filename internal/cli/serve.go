@@ -54,6 +54,8 @@ Clients authenticate with a bearer token (--token-file, one per line, or
 $DLOCK_SERVE_TOKEN) or a TLS client certificate signed by --client-ca (mTLS).
 Force-release needs an admin token (--admin-token-file or $DLOCK_SERVE_ADMIN_TOKEN).
 --insecure-no-auth serves without authentication, and only on a loopback address.
+Behind a load balancer, name it with --trusted-proxy so that clients are told apart
+by X-Forwarded-For (limits on connections and failed sign-ins are per client address).
 
 The server holds each lease for its client while the client shows it is alive (an
 open events stream, or a renew within the TTL); a client that vanishes loses its
