@@ -2,10 +2,8 @@ package serve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -16,17 +14,17 @@ import (
 // routesInit registers every route. Each route is listed in
 // openapi.json; a test checks the two agree.
 func (s *Server) routesInit() {
-	s.handle("POST /v1/locks/{name}/acquire", s.client(s.acquireLock))
-	s.handle("POST /v1/semaphores/{name}/acquire", s.client(s.acquirePermit))
-	s.handle("POST /v1/elections/{name}/campaign", s.client(s.campaign))
+	s.handle("POST /v1/locks/{name}/acquire", s.client(jsonIn(s.acquireLock)))
+	s.handle("POST /v1/semaphores/{name}/acquire", s.client(jsonIn(s.acquirePermit)))
+	s.handle("POST /v1/elections/{name}/campaign", s.client(jsonIn(s.campaign)))
 	s.handle("GET /v1/elections/{name}/leader", s.client(s.leader))
 	s.handle("GET /v1/leases/{id}", s.client(s.getLease))
-	s.handle("POST /v1/leases/{id}/renew", s.client(s.renew))
+	s.handle("POST /v1/leases/{id}/renew", s.client(jsonIn(s.renew)))
 	s.handle("DELETE /v1/leases/{id}", s.client(s.release))
 	s.handle("GET /v1/leases/{id}/events", s.client(s.events))
 	s.handle("GET /v1/locks", s.client(s.list))
 	s.handle("GET /v1/locks/{name}", s.client(s.inspect))
-	s.handle("POST /v1/locks/{name}/force-release", s.admin(s.forceRelease))
+	s.handle("POST /v1/locks/{name}/force-release", s.admin(jsonIn(s.forceRelease)))
 	s.handle("GET /v1/dashboard", s.client(s.dashboardSnapshot))
 	s.handle("GET /v1/dashboard/stream", s.client(s.dashboardStream))
 	s.handle("GET /openapi.json", s.openAPI)
@@ -75,58 +73,6 @@ type forceBody struct {
 	Election bool `json:"election"`
 }
 
-// decode reads a JSON body into v: bounded, unknown fields refused, an
-// empty body allowed (v keeps its zero value). false means it answered.
-func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.More() {
-			invalidf(w, "request body: more than one JSON value")
-			return false
-		}
-		return true
-	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.Is(err, io.EOF):
-		return true
-	case errors.As(err, &tooBig):
-		writeProblem(w, http.StatusRequestEntityTooLarge, "too-large", "Request body too large",
-			fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
-	default:
-		invalidf(w, "request body: %v", err)
-	}
-	return false
-}
-
-// options turns the wire's ttl_ms, wait_ms and owner into Options.
-func options(ttl, wait *int64, owner string) ([]dlock.Option, error) {
-	var opts []dlock.Option
-	if ttl != nil {
-		if *ttl <= 0 {
-			return nil, fmt.Errorf("%w: ttl_ms %d is not positive", dlock.ErrInvalidArgument, *ttl)
-		}
-		opts = append(opts, dlock.WithTTL(time.Duration(*ttl)*time.Millisecond))
-	}
-	if wait != nil {
-		switch {
-		case *wait == -1:
-			opts = append(opts, dlock.WithWait(dlock.Forever))
-		case *wait < 0:
-			return nil, fmt.Errorf("%w: wait_ms %d: want 0 (one try), a positive bound, or -1 (no bound)", dlock.ErrInvalidArgument, *wait)
-		default:
-			opts = append(opts, dlock.WithWait(time.Duration(*wait)*time.Millisecond))
-		}
-	}
-	if owner != "" {
-		opts = append(opts, dlock.WithOwner(owner))
-	}
-	return opts, nil
-}
-
 func (s *Server) acquireLock(w http.ResponseWriter, r *http.Request) {
 	var b lockBody
 	if !s.decode(w, r, &b) {
@@ -138,7 +84,7 @@ func (s *Server) acquireLock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ls, err := s.l.Acquire(r.Context(), r.PathValue("name"), opts...)
-	s.granted(w, r, ls, 0, err)
+	s.granted(w, r, ls, 0, scrub(err, echo{"owner", "owner", b.Owner}, echo{value: r.PathValue("name")}))
 }
 
 func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
@@ -155,13 +101,14 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	sent := []echo{{"owner", "owner", b.Owner}, {value: r.PathValue("name")}}
 	sem, err := s.l.Semaphore(r.PathValue("name"), b.Permits)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, scrub(err, sent...))
 		return
 	}
 	ls, err := sem.Acquire(r.Context(), opts...)
-	s.granted(w, r, ls, b.Permits, err)
+	s.granted(w, r, ls, b.Permits, scrub(err, sent...))
 }
 
 func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
@@ -174,13 +121,16 @@ func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	// The library publishes the value as the leader's owner, and names
+	// it so in its errors.
+	sent := []echo{{"owner", "value", b.Value}, {value: r.PathValue("name")}}
 	e, err := s.l.Election(r.PathValue("name"))
 	if err != nil {
-		writeError(w, err)
+		writeError(w, scrub(err, sent...))
 		return
 	}
 	ls, err := e.Campaign(r.Context(), b.Value, opts...)
-	s.granted(w, r, ls, 0, err)
+	s.granted(w, r, ls, 0, scrub(err, sent...))
 }
 
 // granted answers an acquire: the new lease, or the error. A lease won
@@ -195,14 +145,12 @@ func (s *Server) granted(w http.ResponseWriter, r *http.Request, ls *dlock.Lease
 		_ = ls.Release(context.WithoutCancel(r.Context()))
 		return
 	}
-	select {
-	case <-s.stop:
+	e, ok := s.leases.add(ls, permits)
+	if !ok {
 		_ = ls.Release(context.Background())
 		writeProblem(w, http.StatusServiceUnavailable, "backend", "Server closing", "the server is shutting down")
 		return
-	default:
 	}
-	e := s.leases.add(ls, permits)
 	writeJSON(w, http.StatusOK, toLease(e, false))
 }
 
@@ -237,11 +185,11 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 	}
 	s.leases.touch(e)
 	if b.TTLms != nil {
-		if *b.TTLms <= 0 {
-			invalidf(w, "ttl_ms %d is not positive", *b.TTLms)
-			return
+		ttl, err := ttlOf(*b.TTLms)
+		if err == nil {
+			err = e.lease.Refresh(r.Context(), ttl)
 		}
-		if err := e.lease.Refresh(r.Context(), time.Duration(*b.TTLms)*time.Millisecond); err != nil {
+		if err != nil {
 			writeError(w, err)
 			return
 		}

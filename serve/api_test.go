@@ -184,7 +184,7 @@ func TestBadInput(t *testing.T) {
 		{"/v1/locks/a/acquire", `{"ttl":5}`, 400, `unknown field "ttl"`},
 		{"/v1/locks/a/acquire", `{"ttl_ms":"5s"}`, 400, "ttl_ms"},
 		{"/v1/locks/a/acquire", `{"ttl_ms":-5}`, 400, "ttl_ms -5"},
-		{"/v1/locks/a/acquire", `{"ttl_ms":1}`, 400, "1ms"},
+		{"/v1/locks/a/acquire", `{"ttl_ms":1}`, 400, "ttl_ms 1 is out of range"},
 		{"/v1/locks/a/acquire", `{"wait_ms":-2}`, 400, "wait_ms -2"},
 		{"/v1/locks/a/acquire", `{} {}`, 400, "more than one"},
 		{"/v1/locks/a/acquire", `{"owner":"` + strings.Repeat("o", 2000) + `"}`, 413, "1024 bytes"},
@@ -320,8 +320,9 @@ func TestClientGoneWhileWaiting(t *testing.T) {
 	})
 }
 
-// TestCloseReleasesAndEndsStreams: Server.Close ends every events stream
-// at once and releases every lease, so the names are free on the backend.
+// TestCloseReleasesAndEndsStreams: Server.Close releases every lease, so
+// the names are free on the backend, and tells each events stream so
+// ("released", the lease released by the shutdown) before ending it.
 func TestCloseReleasesAndEndsStreams(t *testing.T) {
 	eachBackend(t, func(t *testing.T, e *env) {
 		a := e.acquire("closing-a", map[string]any{"ttl_ms": 60000})
@@ -335,15 +336,23 @@ func TestCloseReleasesAndEndsStreams(t *testing.T) {
 		if err := e.srv.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		select {
-		case ev, ok := <-ch:
-			if ok {
-				t.Fatalf("after Close the stream sent %+v, want its end", ev)
+		var got []string
+		for end := time.After(5 * time.Second); ; {
+			select {
+			case ev, ok := <-ch:
+				if ok {
+					got = append(got, ev.name+" "+ev.data)
+					continue
+				}
+			case <-end:
+				t.Fatalf("the events stream is still open 5s after Close (events %q)", got)
 			}
-		case <-time.After(time.Second):
-			t.Fatal("the events stream is still open 1s after Close")
+			break
 		}
-		t.Logf("the stream ended %s after Close", time.Since(start).Round(time.Millisecond))
+		if len(got) != 1 || !strings.HasPrefix(got[0], "released ") || !strings.Contains(got[0], a.LeaseID) {
+			t.Fatalf("after Close the stream sent %q, want one released event naming the lease, then its end", got)
+		}
+		t.Logf("the stream ended %s after Close, with %s", time.Since(start).Round(time.Millisecond), got[0])
 		for _, name := range []string{"closing-a", "closing-b"} {
 			ls, err := e.locker.TryAcquire(context.Background(), name)
 			if err != nil {

@@ -1,12 +1,10 @@
 package serve
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"html/template"
-	"net"
 	"net/http"
 	"time"
 
@@ -16,18 +14,7 @@ import (
 // cookieName is the dashboard's cookie: a random session id set by POST
 // /login (never the token itself), accepted like the Authorization
 // header for sessionTTL.
-const (
-	cookieName  = "dlock_token"
-	sessionTTL  = 12 * time.Hour
-	maxSessions = 10000
-)
-
-// session is a signed-in browser.
-type session struct {
-	role    role
-	who     string
-	expires time.Time
-}
+const cookieName = "dlock_session"
 
 // role is what a request may do.
 type role int
@@ -43,10 +30,7 @@ const (
 // client. The comparison takes the same time whatever the token.
 func (s *Server) roleOf(r *http.Request) (role, string) {
 	if c, err := r.Cookie(cookieName); err == nil && r.Header.Get("Authorization") == "" {
-		s.sessMu.Lock()
-		ss, ok := s.sessions[c.Value]
-		s.sessMu.Unlock()
-		if ok && time.Now().Before(ss.expires) {
+		if ss, ok := s.sessions.get(c.Value, time.Now()); ok {
 			return ss.role, ss.who
 		}
 	}
@@ -63,7 +47,7 @@ func (s *Server) roleOf(r *http.Request) (role, string) {
 		return roleClient, "cert:" + r.TLS.VerifiedChains[0][0].Subject.String()
 	}
 	if s.cfg.InsecureNoAuth {
-		return roleClient, "addr:" + remoteHost(r)
+		return roleClient, "addr:" + s.clientAddr(r)
 	}
 	return roleNone, ""
 }
@@ -83,14 +67,6 @@ func digest(tok string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // client wraps h: authenticated clients only, within their rate.
 func (s *Server) client(h http.HandlerFunc) http.HandlerFunc { return s.guard(roleClient, h) }
 
@@ -99,18 +75,30 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc { return s.guard(rol
 
 func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		addr := s.clientAddr(r)
+		if s.authFails.blocked(addr) {
+			tooManyFailures(w)
+			return
+		}
 		got, who := s.roleOf(r)
 		switch {
 		case got == roleNone:
+			if !s.authFails.fail(addr) {
+				tooManyFailures(w)
+				return
+			}
+			refuse(w)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="dlock"`)
 			writeProblem(w, http.StatusUnauthorized, "unauthorized", "Unauthorized",
 				"a valid bearer token (Authorization: Bearer ...) or client certificate is required")
 			return
 		case got < need:
+			refuse(w)
 			writeProblem(w, http.StatusForbidden, "forbidden", "Forbidden", "this operation needs an admin token")
 			return
 		}
 		if lim := s.limiter(who); !lim.Allow() {
+			refuse(w)
 			w.Header().Set("Retry-After", retryAfter(time.Duration(float64(time.Second)/s.cfg.RatePerSecond)))
 			writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many requests",
 				"over this client's request rate; retry after the Retry-After seconds")
@@ -139,39 +127,27 @@ func (s *Server) limiter(who string) *rate.Limiter {
 
 // login checks the form's token and keeps it in the dashboard's cookie.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	addr := s.clientAddr(r)
+	if s.authFails.blocked(addr) {
+		tooManyFailures(w)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
 	tok := r.PostFormValue("token")
 	if !matchAny(tok, s.cfg.Tokens) && !matchAny(tok, s.cfg.AdminTokens) {
-		// The limiter slows guessing: one bucket per remote address.
-		if !s.limiter("login:" + remoteHost(r)).Allow() {
-			writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many requests", "too many failed logins")
+		if !s.authFails.fail(addr) {
+			tooManyFailures(w)
 			return
 		}
-		w.WriteHeader(http.StatusUnauthorized)
-		_ = loginPage.Execute(w, "That token is not valid.")
+		refuse(w)
+		writeLogin(w, http.StatusUnauthorized, "That token is not valid.")
 		return
 	}
 	rl, who := roleClient, "token:"+digest(tok)
 	if matchAny(tok, s.cfg.AdminTokens) {
 		rl = roleAdmin
 	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	s.sessMu.Lock()
-	if len(s.sessions) >= maxSessions {
-		now := time.Now()
-		for k, v := range s.sessions {
-			if now.After(v.expires) {
-				delete(s.sessions, k)
-			}
-		}
-		if len(s.sessions) >= maxSessions {
-			clear(s.sessions)
-		}
-	}
-	s.sessions[id] = session{role: rl, who: who, expires: time.Now().Add(sessionTTL)}
-	s.sessMu.Unlock()
+	id := s.sessions.add(rl, who, time.Now())
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, MaxAge: int(sessionTTL / time.Second),
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -179,9 +155,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(cookieName); err == nil {
-		s.sessMu.Lock()
-		delete(s.sessions, c.Value)
-		s.sessMu.Unlock()
+		s.sessions.remove(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
@@ -196,8 +170,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if got, _ := s.roleOf(r); got == roleNone {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = loginPage.Execute(w, "")
+		writeLogin(w, http.StatusOK, "")
 		return
 	}
 	s.cfg.Dashboard.ServeHTTP(w, r)
@@ -211,9 +184,18 @@ func (s *Server) static(w http.ResponseWriter, r *http.Request) {
 	s.cfg.Dashboard.ServeHTTP(w, r)
 }
 
+// writeLogin answers with the sign-in form under its own policy.
+func writeLogin(w http.ResponseWriter, status int, alert string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", loginCSP)
+	w.WriteHeader(status)
+	_ = loginPage.Execute(w, alert)
+}
+
+// loginPage is the sign-in form; writeLogin sends it under loginCSP.
 var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>dlock — sign in</title>
-<style>body{font:15px system-ui,sans-serif;margin:4em auto;max-width:24em}input{font:inherit;padding:.4em;width:100%;box-sizing:border-box;margin:.4em 0}</style></head>
+<style>` + loginStyle + `</style></head>
 <body><h1>dlock</h1><p>Sign in with a client token (dlock serve --token-file).</p>
 {{if .}}<p role="alert"><strong>{{.}}</strong></p>{{end}}
 <form method="post" action="/login"><input type="password" name="token" autocomplete="current-password" autofocus>

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -12,11 +11,9 @@ import (
 
 // Bounds of the dashboard's memory.
 const (
-	maxEvents      = 200 // recent events kept
-	maxTimeline    = 50  // grants kept per name
-	maxTimelines   = 500 // names with a timeline
-	streamMinGap   = 100 * time.Millisecond
-	streamInterval = 2 * time.Second
+	maxEvents    = 200 // recent events kept
+	maxTimeline  = 50  // grants kept per name
+	maxTimelines = 500 // names with a timeline
 )
 
 // boardEvent is one line of the dashboard's recent events.
@@ -64,6 +61,7 @@ type board struct {
 	timeline map[string][]grantPoint
 	order    []string      // timeline names, oldest first
 	changed  chan struct{} // closed and replaced on every change
+	gen      uint64        // counts the changes
 }
 
 func newBoard(backend string) *board {
@@ -152,15 +150,17 @@ func (b *board) grant(name string, p grantPoint) {
 
 // touch wakes the streams (b.mu held).
 func (b *board) touch() {
+	b.gen++
 	close(b.changed)
 	b.changed = make(chan struct{})
 }
 
-// watch returns a channel closed at the next change.
-func (b *board) watch() <-chan struct{} {
+// watch returns the number of changes so far and a channel closed at the
+// next one.
+func (b *board) watch() (uint64, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.changed
+	return b.gen, b.changed
 }
 
 // snapshot builds the dashboard's view: every holder on the backend, the
@@ -195,43 +195,4 @@ func (s *Server) snapshot(ctx context.Context) snapshot {
 		out.Timeline[name] = append([]grantPoint(nil), tl...)
 	}
 	return out
-}
-
-func (s *Server) dashboardSnapshot(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.snapshot(r.Context()))
-}
-
-// dashboardStream sends a snapshot at once, on every change (at most one
-// per streamMinGap) and every streamInterval.
-func (s *Server) dashboardStream(w http.ResponseWriter, r *http.Request) {
-	f, ok := sse(w)
-	if !ok {
-		return
-	}
-	tick := time.NewTicker(streamInterval)
-	defer tick.Stop()
-	for {
-		changed := s.board.watch()
-		if sendEvent(w, f, "snapshot", s.snapshot(r.Context())) != nil {
-			return
-		}
-		gap := time.NewTimer(streamMinGap)
-		select {
-		case <-gap.C:
-		case <-r.Context().Done():
-			gap.Stop()
-			return
-		case <-s.stop:
-			gap.Stop()
-			return
-		}
-		select {
-		case <-changed:
-		case <-tick.C:
-		case <-r.Context().Done():
-			return
-		case <-s.stop:
-			return
-		}
-	}
 }

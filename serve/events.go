@@ -71,16 +71,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-e.lease.Done():
-			err := e.lease.Err()
-			var lost *dlock.LostError
-			switch {
-			case errors.As(err, &lost):
-				_ = sendEvent(w, f, "lost", lostJSON{Reason: lost.Reason, Detail: err.Error()})
-			case errors.Is(err, dlock.ErrLost):
-				_ = sendEvent(w, f, "lost", lostJSON{Reason: dlock.LostExpired, Detail: err.Error()})
-			default:
-				_ = sendEvent(w, f, "released", map[string]string{"lease_id": e.id})
-			}
+			sendEnd(w, f, e)
 			return
 		case <-ping.C:
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
@@ -90,7 +81,28 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-s.stop:
+			// Close released the lease before it stopped the streams.
+			select {
+			case <-e.lease.Done():
+				sendEnd(w, f, e)
+			default:
+			}
 			return
 		}
+	}
+}
+
+// sendEnd writes the event that ends a lease's stream: "lost" with the
+// reason, or "released".
+func sendEnd(w http.ResponseWriter, f http.Flusher, e *entry) {
+	err := e.lease.Err()
+	var lost *dlock.LostError
+	switch {
+	case errors.As(err, &lost):
+		_ = sendEvent(w, f, "lost", lostJSON{Reason: lost.Reason, Detail: err.Error()})
+	case errors.Is(err, dlock.ErrLost):
+		_ = sendEvent(w, f, "lost", lostJSON{Reason: dlock.LostExpired, Detail: err.Error()})
+	default:
+		_ = sendEvent(w, f, "released", map[string]string{"lease_id": e.id})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -237,4 +238,22 @@ func next(t *testing.T, ch <-chan sseEvent, within time.Duration) sseEvent {
 		t.Fatalf("no event within %s", within)
 	}
 	return sseEvent{}
+}
+
+// pathEscape escapes s as one path segment.
+func pathEscape(s string) string { return url.PathEscape(s) }
+
+// jsonString is s as a JSON string literal.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// releaseAll releases every lease held on the locker behind the server's
+// back (the library-side acquires of a test).
+func releaseAll(e *env) {
+	hs, _ := e.locker.List(context.Background(), "")
+	for _, h := range hs {
+		_, _, _, _ = e.locker.ForceRelease(context.Background(), h.Name)
+	}
 }

@@ -28,22 +28,27 @@ type entry struct {
 
 // leaseTable maps lease ids (random, never the backend token) to leases.
 type leaseTable struct {
-	mu sync.Mutex
-	m  map[string]*entry
+	mu     sync.Mutex
+	m      map[string]*entry
+	closed bool // the server is closing: no new entries
 }
 
 func newLeaseTable() *leaseTable { return &leaseTable{m: map[string]*entry{}} }
 
-// add stores a new lease and returns its id: 128 bits from crypto/rand.
-func (t *leaseTable) add(ls *dlock.Lease, permits int) *entry {
+// add stores a new lease under a new id (128 bits from crypto/rand);
+// false means the table is closed and the lease was not stored.
+func (t *leaseTable) add(ls *dlock.Lease, permits int) (*entry, bool) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	now := time.Now()
 	e := &entry{id: hex.EncodeToString(b[:]), lease: ls, lastSeen: now, granted: now, permits: permits}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, false
+	}
 	t.m[e.id] = e
-	t.mu.Unlock()
-	return e
+	return e, true
 }
 
 func (t *leaseTable) get(id string) (*entry, bool) {
@@ -97,10 +102,12 @@ func (t *leaseTable) abandoned(now time.Time) []*entry {
 	return out
 }
 
-// drain forgets every lease and returns the held ones.
+// drain closes the table to new leases, forgets every lease and returns
+// the held ones.
 func (t *leaseTable) drain() []*dlock.Lease {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closed = true
 	var out []*dlock.Lease
 	for id, e := range t.m {
 		if e.lease.Err() == nil {

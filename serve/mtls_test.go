@@ -74,7 +74,7 @@ func TestLoginCookie(t *testing.T) {
 	}
 	resp.Body.Close()
 	cs := resp.Cookies()
-	if resp.StatusCode != 303 || len(cs) != 1 || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode || strings.Contains(cs[0].Value, clientTok) {
+	if resp.StatusCode != 303 || len(cs) != 1 || cs[0].Name != "dlock_session" || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode || strings.Contains(cs[0].Value, clientTok) {
 		t.Fatalf("login: %d, cookies %+v", resp.StatusCode, cs)
 	}
 	req, _ := http.NewRequest("GET", e.url+"/v1/dashboard", nil)

@@ -37,6 +37,14 @@ func writeProblemDoc(w http.ResponseWriter, p problem) {
 	_ = json.NewEncoder(w).Encode(p)
 }
 
+// refuse makes the answer being written the connection's last, without
+// reading what is left of the request's body: a refused client (no
+// token, over a limit) cannot keep the connection by sending slowly.
+func refuse(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
 // writeError maps a library error to its problem, with the library's
 // wording as the detail.
 func writeError(w http.ResponseWriter, err error) {
@@ -89,6 +97,8 @@ type holderJSON struct {
 	Slot    int    `json:"slot"`
 	// AgeMs is set for the leases this server granted.
 	AgeMs *int64 `json:"age_ms,omitempty"`
+	// Value is a leader's published value (its Owner), as campaigned.
+	Value string `json:"value,omitempty"`
 }
 
 func toHolder(h dlock.Holder) holderJSON {
@@ -96,7 +106,8 @@ func toHolder(h dlock.Holder) holderJSON {
 	if h.TTL >= 0 {
 		ttl = h.TTL.Milliseconds()
 	}
-	return holderJSON{Name: h.Name, Kind: string(h.Kind), Owner: h.Owner, Fence: h.Fence, TTLms: ttl, Permits: h.Permits, Slot: h.Slot}
+	return holderJSON{Name: h.Name, Kind: string(h.Kind), Owner: h.Owner, Fence: h.Fence, TTLms: ttl, Permits: h.Permits, Slot: h.Slot,
+		Value: leaderValue(h.Kind, h.Owner)}
 }
 
 // leaseJSON is a lease on the wire. LeaseID is the client's handle, not
@@ -112,17 +123,27 @@ type leaseJSON struct {
 	Slot      int       `json:"slot"`
 	Permits   int       `json:"permits"`
 	State     string    `json:"state,omitempty"`
+	Value     string    `json:"value,omitempty"` // a leader's published value
 }
 
 func toLease(e *entry, withState bool) leaseJSON {
 	ls := e.lease
 	out := leaseJSON{LeaseID: e.id, Name: ls.Name(), Kind: string(ls.Kind()), Fence: ls.Fence(),
 		TTLms: ls.TTL().Milliseconds(), ExpiresAt: time.Now().Add(time.Until(ls.Expires())).UTC(),
-		Owner: ls.Owner(), Slot: ls.Slot(), Permits: e.permits}
+		Owner: ls.Owner(), Slot: ls.Slot(), Permits: e.permits, Value: leaderValue(ls.Kind(), ls.Owner())}
 	if withState {
 		out.State = leaseState(ls)
 	}
 	return out
+}
+
+// leaderValue is a leader's published value: the library keeps it as the
+// holder's owner; the API calls it value, as the campaign does.
+func leaderValue(k dlock.Kind, owner string) string {
+	if k == dlock.KindLeader {
+		return owner
+	}
+	return ""
 }
 
 func leaseState(ls *dlock.Lease) string {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -33,6 +34,10 @@ const (
 	// DefaultRatePerSecond and DefaultBurst bound each client's requests.
 	DefaultRatePerSecond = 100
 	DefaultBurst         = 200
+	// DefaultBodyReadTimeout bounds the time to read a request body.
+	DefaultBodyReadTimeout = 10 * time.Second
+	// DefaultMaxConnsPerClient bounds one client address's connections.
+	DefaultMaxConnsPerClient = 128
 )
 
 // Config configures a Server.
@@ -52,17 +57,43 @@ type Config struct {
 	// InsecureNoAuth serves clients without authentication. The CLI
 	// allows it only on a loopback listener.
 	InsecureNoAuth bool
+	// LoopbackOnly says that the server listens on loopback addresses
+	// only: a request whose Host is not a loopback name (localhost,
+	// *.localhost) or address is refused (421), so that a web page whose
+	// own name was made to resolve to 127.0.0.1 (DNS rebinding) cannot
+	// reach the server as if it were its own origin.
+	LoopbackOnly bool
 	// MaxBodyBytes bounds a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds the time to read a request body, from the end
+	// of its headers (default DefaultBodyReadTimeout); a body not read by
+	// then is answered 408 and its connection closed. It bounds reading
+	// only: a response (an events stream) may last as long as it needs.
+	BodyReadTimeout time.Duration
+	// MaxConnsPerClient bounds the connections one client address holds
+	// at once, through Listener, and behind a trusted proxy the requests
+	// it has in flight (default DefaultMaxConnsPerClient).
+	MaxConnsPerClient int
 	// RatePerSecond and Burst bound each client's (token's, or remote
 	// address's) requests (defaults DefaultRatePerSecond, DefaultBurst).
 	RatePerSecond float64
 	Burst         int
+	// TrustedProxies are the addresses of the proxies (load balancers) in
+	// front of the server. A request from one of them is the client's
+	// that X-Forwarded-For names: the last address there that is not a
+	// trusted proxy. From any other address, X-Forwarded-For is ignored.
+	// The client address keys the limits on failed authentication,
+	// connections and requests in flight.
+	TrustedProxies []netip.Prefix
 	// Metrics, when set, is served at /metrics (client auth applies).
 	Metrics http.Handler
 	// Dashboard, when set, is served at / and /static/ (package
 	// serve/dashboard).
 	Dashboard http.Handler
+	// MaxDashboardStreams bounds the dashboard streams one client (a
+	// token, a certificate, or an address without authentication) has
+	// open at once (default DefaultMaxDashboardStreams); past it, 429.
+	MaxDashboardStreams int
 	// Logger receives one line per failed request and per lease the
 	// server gives up; nil discards. Tokens never reach it.
 	Logger *slog.Logger
@@ -77,14 +108,17 @@ type Server struct {
 	mux    *http.ServeMux
 	routes []string // "METHOD /pattern", for the OpenAPI check
 
-	leases *leaseTable
-	board  *board
+	leases  *leaseTable
+	board   *board
+	shared  shared   // the dashboard's snapshot
+	viewers *counter // dashboard streams per client
 
-	limMu    sync.Mutex
-	limiters map[string]*rate.Limiter
+	limMu     sync.Mutex
+	limiters  map[string]*rate.Limiter
+	authFails *failLimiter
+	inFlight  *counter // requests in flight per client behind a trusted proxy
 
-	sessMu   sync.Mutex
-	sessions map[string]session // dashboard sign-ins, by cookie
+	sessions *sessionStore // dashboard sign-ins, by cookie
 
 	stop    chan struct{}
 	closing sync.Once
@@ -104,8 +138,22 @@ func New(cfg Config) (*Server, error) {
 			return nil, errors.New("serve: a token is shorter than 16 characters; use a random one (e.g. openssl rand -hex 32)")
 		}
 	}
+	for _, p := range cfg.TrustedProxies {
+		if !p.IsValid() {
+			return nil, errors.New("serve: Config.TrustedProxies holds an invalid prefix (want e.g. netip.MustParsePrefix(\"10.0.0.0/8\"))")
+		}
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.MaxConnsPerClient <= 0 {
+		cfg.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
+	if cfg.MaxDashboardStreams <= 0 {
+		cfg.MaxDashboardStreams = DefaultMaxDashboardStreams
 	}
 	if cfg.RatePerSecond <= 0 {
 		cfg.RatePerSecond = DefaultRatePerSecond
@@ -118,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, l: cfg.Locker, log: log, mux: http.NewServeMux(),
-		limiters: map[string]*rate.Limiter{}, sessions: map[string]session{}, stop: make(chan struct{})}
+		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), inFlight: newCounter(cfg.MaxConnsPerClient), viewers: newCounter(cfg.MaxDashboardStreams), sessions: newSessionStore(), stop: make(chan struct{})}
 	s.leases = newLeaseTable()
 	s.board = newBoard(cfg.Locker.Backend())
 	cfg.Locker.AddHooks(s.board.hooks())
@@ -128,9 +176,22 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP serves the API.
+// ServeHTTP serves the API: past the browser-facing checks (see
+// security.go), a request's body must arrive within
+// Config.BodyReadTimeout.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	securityHeaders(w.Header())
+	if !s.screen(w, r) {
+		return
+	}
+	if r.ContentLength != 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+	}
+	done, ok := s.proxied(w, r)
+	if !ok {
+		return
+	}
+	defer done()
 	h, pattern := s.mux.Handler(r)
 	if pattern == "" {
 		unmatched(w, r, h)
@@ -173,19 +234,20 @@ func (rr *recorder) WriteHeader(code int)        { rr.code = code }
 func (rr *recorder) Write(p []byte) (int, error) { return rr.body.Write(p) }
 
 // Close releases every lease the server holds (token-checked, best
-// effort), ends the events streams and stops the background work. The
-// Locker stays open: it is the caller's.
+// effort), then ends the streams, each lease's with its "released" event,
+// and stops the background work. Acquires that complete meanwhile are
+// released at once. The Locker stays open: it is the caller's.
 func (s *Server) Close() error {
 	var err error
 	s.closing.Do(func() {
-		close(s.stop)
-		s.bg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err = dlock.ReleaseAll(ctx, s.leases.drain())
 		if errors.Is(err, dlock.ErrLost) || errors.Is(err, dlock.ErrReleased) {
 			err = nil
 		}
+		close(s.stop)
+		s.bg.Wait()
 	})
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -41,6 +42,8 @@ type serveOptions struct {
 	tlsCert        string
 	tlsKey         string
 	clientCA       string
+	trustedProxies []string
+	maxConns       int
 }
 
 const serveLong = `Serve fenced leases over HTTP/JSON to programs in any language, with a live
@@ -51,6 +54,8 @@ Clients authenticate with a bearer token (--token-file, one per line, or
 $DLOCK_SERVE_TOKEN) or a TLS client certificate signed by --client-ca (mTLS).
 Force-release needs an admin token (--admin-token-file or $DLOCK_SERVE_ADMIN_TOKEN).
 --insecure-no-auth serves without authentication, and only on a loopback address.
+Behind a load balancer, name it with --trusted-proxy so that clients are told apart
+by X-Forwarded-For (limits on connections and failed sign-ins are per client address).
 
 The server holds each lease for its client while the client shows it is alive (an
 open events stream, or a renew within the TTL); a client that vanishes loses its
@@ -79,6 +84,10 @@ func newServeCmd(g *globalOptions, io *IO) *cobra.Command {
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "the certificate's private key (PEM)")
 	f.StringVar(&o.clientCA, "client-ca", "", "require client certificates signed by this CA (PEM): mTLS")
+	f.StringArrayVar(&o.trustedProxies, "trusted-proxy", nil,
+		"address or CIDR of a proxy in front of the server, whose X-Forwarded-For names the client (repeatable)")
+	f.IntVar(&o.maxConns, "max-conns-per-client", serve.DefaultMaxConnsPerClient,
+		"connections one client address may hold at once (behind a trusted proxy: requests in flight)")
 	return cmd
 }
 
@@ -119,7 +128,33 @@ func (o *serveOptions) check() error {
 	if o.insecureNoAuth && !isLoopback(host) {
 		return usageErr("--insecure-no-auth serves anyone who can connect: it is allowed only on a loopback address, not --listen %q", o.listen)
 	}
+	if o.maxConns < 1 {
+		return usageErr("--max-conns-per-client %d: want at least 1", o.maxConns)
+	}
 	return nil
+}
+
+// proxies parses --trusted-proxy: a CIDR prefix, or one address.
+func (o *serveOptions) proxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, p := range o.trustedProxies {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			a, aerr := netip.ParseAddr(p)
+			if aerr != nil {
+				return nil, usageErr("--trusted-proxy %q: want an address or a CIDR prefix such as 10.0.0.0/8", p)
+			}
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, pfx.Masked())
+	}
+	return out, nil
+}
+
+// loopbackOnly reports whether --listen is a loopback address only.
+func (o *serveOptions) loopbackOnly() bool {
+	host, _, err := net.SplitHostPort(o.listen)
+	return err == nil && isLoopback(host)
 }
 
 func isLoopback(host string) bool {
@@ -169,6 +204,10 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 	if err != nil {
 		return err
 	}
+	proxies, err := o.proxies()
+	if err != nil {
+		return err
+	}
 	if len(tokens)+len(admins) == 0 && !o.insecureNoAuth && (tlsCfg == nil || tlsCfg.ClientCAs == nil) {
 		return usageErr("no authentication: give --token-file (or $%s), --client-ca, or --insecure-no-auth on loopback", envServeToken)
 	}
@@ -188,6 +227,8 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 	srv, err := serve.New(serve.Config{
 		Locker: l, Tokens: tokens, AdminTokens: admins,
 		ClientCerts: tlsCfg != nil && tlsCfg.ClientCAs != nil, InsecureNoAuth: o.insecureNoAuth,
+		LoopbackOnly:   o.loopbackOnly(),
+		TrustedProxies: proxies, MaxConnsPerClient: o.maxConns,
 		Metrics:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Dashboard: dashboard.Handler(), Logger: log,
 	})
@@ -199,6 +240,7 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 		_ = srv.Close()
 		return fmt.Errorf("dlock serve: %w", err)
 	}
+	ln = srv.Listener(ln)
 	hs := &http.Server{Handler: srv, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	scheme := "http"

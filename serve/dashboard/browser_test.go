@@ -49,6 +49,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	ctx := startBrowser(t, chromium)
 
 	dialogs := watchDialogs(ctx)
+	watchCSP(t, ctx)
+	if err := do(ctx, chromedp.Navigate(api.base+"/")); err != nil {
+		t.Fatalf("open %s: %v", api.base, err)
+	}
+	waitVisible(t, ctx, `input[name="token"]`)
+	if v := cspViolations(t, ctx); len(v) > 0 {
+		t.Errorf("the sign-in page broke its Content-Security-Policy: %q", v)
+	}
 	signIn(t, ctx, api.base)
 	waitJS(t, ctx, "the stream is live", `document.getElementById("status").textContent === "live"`)
 
@@ -120,6 +128,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if got := text(t, ctx, "#status"); got != "live" {
 		t.Errorf("#status = %q at the end, want live", got)
 	}
+	checkCSP(t, ctx)
 	saveScreenshot(t, ctx)
 
 	checkPolling(t, ctx, api)
@@ -199,6 +208,14 @@ func startBrowser(t *testing.T, chromium string) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("hide-scrollbars", true),
+		// rebind.test stands for a name an attacker made resolve to
+		// 127.0.0.1 (DNS rebinding).
+		chromedp.Flag("host-resolver-rules", "MAP rebind.test 127.0.0.1"),
+		// Chromium asks the user before a page it did not load from a
+		// local address reaches one (Local Network Access), and headless
+		// it refuses: off, so that the tests see the server's own
+		// defences, which other browsers rely on.
+		chromedp.Flag("disable-features", "LocalNetworkAccessChecks"),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 		chromedp.CombinedOutput(lockedWriter{&mu, &out}),
@@ -267,16 +284,55 @@ func watchDialogs(ctx context.Context) func() []string {
 	}
 }
 
+// watchCSP records, in every page the tab opens, the violations of its
+// Content-Security-Policy (window.__csp).
+func watchCSP(t *testing.T, ctx context.Context) {
+	t.Helper()
+	src := `window.__csp = []; document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.violatedDirective + " " + e.blockedURI));`
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: src}); err != nil {
+		t.Fatalf("watch CSP violations: %v", err)
+	}
+}
+
+func cspViolations(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return evalJS[[]string](t, ctx, `window.__csp || []`)
+}
+
+// checkCSP: the dashboard ran without breaking its policy, and the policy
+// is in force: a script injected inline does not run.
+func checkCSP(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if v := cspViolations(t, ctx); len(v) > 0 {
+		t.Errorf("the dashboard broke its Content-Security-Policy: %q", v)
+	}
+	ran := evalJS[bool](t, ctx, `(() => {
+		const s = document.createElement("script");
+		s.textContent = "window.__inline = true";
+		document.head.append(s);
+		return window.__inline === true;
+	})()`)
+	if ran {
+		t.Error("an inline script ran in the dashboard: no Content-Security-Policy in force")
+	}
+}
+
 // signIn opens the dashboard unauthenticated, gets the login form, and
 // submits the client token.
 func signIn(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	signInWith(t, ctx, base, clientToken)
+}
+
+// signInWith signs in through the login form with tok.
+func signInWith(t *testing.T, ctx context.Context, base, tok string) {
 	t.Helper()
 	if err := do(ctx, chromedp.Navigate(base+"/")); err != nil {
 		t.Fatalf("open %s: %v", base, err)
 	}
 	waitVisible(t, ctx, `input[name="token"]`)
 	if err := do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), clientToken),
+		chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), tok),
 		chromedp.Submit(chromedp.CSS(`input[name="token"]`)),
 	); err != nil {
 		t.Fatalf("submit the login form: %v", err)

@@ -9,8 +9,9 @@
 //
 // The page builds its DOM with textContent and setAttribute only (lock
 // names and owners are user input) and has no inline script, style or
-// event handler, so it runs under a strict Content-Security-Policy
-// (default-src 'self').
+// event handler, so it runs under a strict Content-Security-Policy, which
+// Handler sends with every file (CSP: default-src 'self', no framing, forms
+// to this server only).
 //
 // Package serve mounts Handler at / and /static/ behind its own
 // authentication (Config.Dashboard).
@@ -46,6 +47,11 @@ func Handler() http.Handler {
 	})
 	return mux
 }
+
+// CSP is the dashboard's Content-Security-Policy: its own files only, no
+// inline code, no plugin, no framing (also X-Frame-Options: DENY), forms
+// posting to this server only.
+const CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; object-src 'none'"
 
 // asset is one embedded file with its media type and a strong ETag.
 type asset struct {
@@ -83,6 +89,8 @@ func (a *asset) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", a.contentType)
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", CSP)
+	h.Set("X-Frame-Options", "DENY")
 	// The assets change only with the binary; no-cache makes the browser
 	// revalidate (a cheap 304), so an upgrade shows at the next load.
 	h.Set("Cache-Control", "no-cache")

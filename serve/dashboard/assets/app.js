@@ -17,7 +17,7 @@
   const $ = (id) => document.getElementById(id);
 
   let snap = null; // the last Snapshot
-  let snapAt = 0; // performance.now() when it arrived
+  let snapAt = 0; // performance.now() when it was taken (arrival less its age_ms)
   let stream = null;
   let pollTimer = 0;
   let pollRun = 0;
@@ -113,7 +113,9 @@
 
   function render(s) {
     snap = s;
-    snapAt = performance.now();
+    // The server shares one snapshot among its viewers; age_ms is how old
+    // it was when sent, so the local counters start from when it was taken.
+    snapAt = performance.now() - (s.age_ms || 0);
     ticking = [];
     $("backend").textContent = s.backend || "?";
     renderHolders(s.holders || []);
