@@ -26,9 +26,13 @@
 //     TTL (a Put keeps a key's create revision: its place and its fence).
 //     A waiter that dies thus gives up its place within the wait lease,
 //     not the lock's TTL. For a TTL longer than the wait lease this costs
-//     a contended handoff one write (the move, which is also a bounded
-//     waiter's claim, see below) and a contended enqueue one more (the
-//     waiter's key is put once the uncontended attempt has failed);
+//     a handoff to a waiter without a deadline one write (the move; a
+//     waiter with a deadline makes it its claim, see below), and a waiter
+//     renews every third of the wait lease rather than of the TTL (waiters
+//     of one driver share those renewals). The attempt to take a free
+//     lock queues the key under the wait lease in the same transaction
+//     when the driver has one renewed less than a third of it ago (while
+//     any of its waiters waits); otherwise queueing is one write more;
 //   - each key still keeps its own TTL: the driver remembers when each
 //     key's holder last asked for it (grant, refresh, a waiter's renewal),
 //     and every renewal of the shared lease first deletes the keys nobody

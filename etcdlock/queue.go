@@ -153,8 +153,8 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 		d.pool.gone(w.sess) // ended since its last renewal; take a new one, once
 		resp, err = w.put(ctx, req)
 	}
-	if err == nil && !resp.Succeeded && secs != d.waitSecs() {
-		resp, err = w.join(ctx, w.value(ctx))
+	if err == nil && !resp.Succeeded && secs != d.waitSecs() && !w.short {
+		resp, err = w.join(ctx, w.value(ctx)) // put did not queue the key
 	}
 	if err != nil {
 		switch {
@@ -180,29 +180,60 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 
 // put takes the shared lease of the lock's TTL and, in one transaction,
 // puts the waiter's key under it if the name has no key (the uncontended
-// case: Succeeded, and nothing to read). When that lease is also the wait
-// lease, the transaction otherwise queues the key under it as well and
-// reads the two newest contenders (itself and its predecessor) and the
-// holder; when it is not, it does nothing else, and join queues the key.
+// case: Succeeded, and nothing to read); otherwise the transaction queues
+// the key under the wait lease (the same one when the lock's TTL is the
+// wait lease's) and reads the two newest contenders (itself and its
+// predecessor) and the holder. A wait lease that is not at hand without
+// a grant or a renewal is not waited for: the transaction then does
+// nothing else (not Succeeded, w.short false), and join queues the key.
 func (w *waiter) put(ctx context.Context, req driver.Request) (*clientv3.TxnResponse, error) {
-	dir := w.d.keys.dir(req.Name)
-	key, s, since, err := w.d.pool.get(ctx, w.secs, claimOf(req.Name, req.Token), dir)
+	key, s, since, err := w.d.pool.get(ctx, w.secs, claimOf(req.Name, req.Token), w.d.keys.dir(req.Name))
 	if err != nil {
 		return nil, err
 	}
 	w.key, w.sess = key, s
 	w.renewed(since)
 	w.d.step("session")
+	q, qsince := s, since
+	if w.secs != w.d.waitSecs() {
+		q, qsince = w.d.pool.ready(key, w.d.waitSecs())
+	}
+	resp, err := w.putIfFree(ctx, s, q)
+	if q == nil || q == s {
+		return resp, err
+	}
+	switch { // the key was bound to both sessions: settle where it went
+	case err == nil && resp.Succeeded:
+		w.d.pool.settle(key, q, false)
+	case err == nil:
+		w.d.pool.settle(key, q, true)
+		w.sess, w.short = q, true
+		w.renewed(qsince)
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// One of the two leases ended, and nothing was written: a plain
+		// attempt tells which (enqueue, join).
+		w.d.pool.settle(key, q, false)
+		return w.putIfFree(ctx, s, nil)
+	}
+	return resp, err
+}
+
+// putIfFree puts the waiter's key under s, with the plain owner, if the
+// name has no key; otherwise, unless q is nil, it puts the key under q
+// with its waiting value and reads the two newest contenders and the
+// holder.
+func (w *waiter) putIfFree(ctx context.Context, s, q *session) (*clientv3.TxnResponse, error) {
+	dir := w.d.keys.dir(w.name)
 	var queue []clientv3.Op
-	if w.secs == w.d.waitSecs() {
+	if q != nil {
 		queue = []clientv3.Op{
-			clientv3.OpPut(w.key, w.value(ctx), clientv3.WithLease(s.id)),
+			clientv3.OpPut(w.key, w.value(ctx), clientv3.WithLease(q.id)),
 			clientv3.OpGet(dir, newest()...), clientv3.OpGet(dir, clientv3.WithFirstCreate()...),
 		}
 	}
 	return w.d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(s.id))).
+		Then(clientv3.OpPut(w.key, w.owner, clientv3.WithLease(s.id))).
 		Else(queue...).
 		Commit()
 }
@@ -384,9 +415,14 @@ func (w *waiter) read(ctx context.Context, at int64) (*clientv3.TxnResponse, err
 	).Commit()
 }
 
-// keepAlive renews the shared lease once, and with it the waiter's claim
-// on its key.
+// keepAlive renews the waiter's lease once, and with it the waiter's
+// claim on its key; if another waiter of the driver renewed it lately (a
+// wait lease is shared), the waiter takes that renewal for its own.
 func (w *waiter) keepAlive(ctx context.Context) error {
+	if since, ok := w.d.pool.renewedLately(w.sess, w.key); ok {
+		w.renewed(since)
+		return nil
+	}
 	sent := time.Now()
 	err := w.d.pool.renew(ctx, w.sess, []string{w.key})
 	if errors.Is(err, errSessionGone) {

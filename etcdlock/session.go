@@ -113,11 +113,11 @@ func (p *pool) get(ctx context.Context, secs int64, claim, dir string) (string, 
 
 // binding says which key pick binds to the session it returns: claim's
 // key in dir (registered as get does), or key, already registered, bound
-// anew (rebind).
+// anew (rebind): to wait under it, or to be granted under it.
 type binding struct {
 	claim, dir string
 	key        string
-	keep       bool // key keeps its old binding until the move is settled
+	wait       bool
 }
 
 // take waits for pick to return a usable session for secs, with b's key
@@ -166,10 +166,8 @@ func (p *pool) pick(ctx context.Context, secs int64, b binding) (string, *sessio
 		defer p.mu.Unlock()
 		return "", nil, p.startGrant(secs), nil
 	}
-	age := time.Since(s.since)
 	switch {
-	case age < s.ttl/renewAgeDiv, s.renewing != nil && age < s.ttl/3:
-		// Fresh, or a renewal is on its way: the grant's TTL counts from since.
+	case s.fresh(), b.wait && s.young():
 		key := p.bind(s, b)
 		p.mu.Unlock()
 		return key, s, nil, nil
@@ -188,12 +186,21 @@ func (p *pool) pick(ctx context.Context, secs int64, b binding) (string, *sessio
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// fresh reports whether s can take a key without a renewal first: renewed
+// less than TTL/renewAgeDiv ago, or a renewal is on its way and it was
+// renewed less than a third of a TTL ago. A grant's TTL then counts from
+// s.since. p.mu is held.
+func (s *session) fresh() bool {
+	age := time.Since(s.since)
+	return age < s.ttl/renewAgeDiv || s.renewing != nil && age < s.ttl/3
+}
+
 // bind binds b's key to s and returns it. p.mu is held.
 func (p *pool) bind(s *session, b binding) string {
 	if b.claim != "" {
 		return p.register(s, b.claim, b.dir)
 	}
-	p.rebound(b.key, s, b.keep)
+	p.rebound(b.key, s, !b.wait)
 	return b.key
 }
 
@@ -595,10 +602,14 @@ func (p *pool) unsure(key string) {
 	if s == nil {
 		return
 	}
-	s.keys[key] = time.Time{} // not live; deleted at each renewal until the revoke
 	delete(p.byToken, p.claimOf[key])
 	delete(p.claimOf, key)
-	p.retire(s)
+	for _, s := range []*session{s, p.moving[key]} { // the put may land under either
+		if s != nil {
+			s.keys[key] = time.Time{} // not live; deleted at each renewal until the revoke
+			p.retire(s)
+		}
+	}
 	p.background(func(ctx context.Context) { _, _ = p.cli.Delete(ctx, key) })
 }
 

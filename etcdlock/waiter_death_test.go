@@ -93,13 +93,18 @@ func startWaiterChild(t *testing.T, srv *testserver.EtcdServer, name string, ttl
 // lock must reach C long before a TTL has passed: a dead waiter's place
 // lapses within the wait lease (2 s on the test server), not with the
 // lock's TTL. C's grant must ride on the lease of its own TTL, with a
-// fence above A's. With and without a wait bound for B (a bounded
+// fence above A's. With and without a wait bound for B and C (a bounded
 // waiter's key says when its wait ends, which does not help here: that is
-// a minute away). The measured delay is logged.
+// a minute away; and it becomes the holder by a claim). The measured
+// delay is logged.
 func TestDeadWaiterDoesNotStallTheQueue(t *testing.T) {
 	const ttl = 30 * time.Second
 	for _, wait := range []string{"forever", "1m0s"} {
 		t.Run("wait="+wait, func(t *testing.T) {
+			cwait := time.Minute
+			if wait == "forever" {
+				cwait = dlock.Forever
+			}
 			srv := testserver.Etcd(t)
 			admin := client(t, srv.Endpoint)
 			ctx := context.Background()
@@ -111,9 +116,18 @@ func TestDeadWaiterDoesNotStallTheQueue(t *testing.T) {
 			b := startWaiterChild(t, srv, name, ttl, wait)
 			queued(t, admin, name, 2)
 			got := make(chan grant, 1)
+			c := locker(t, srv.Endpoint)
 			cctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			startWaiter(cctx, t, srv.Endpoint, name, ttl, 3, got)
+			go func() {
+				ls, err := c.Acquire(cctx, name, dlock.WithTTL(ttl), dlock.WithWait(cwait))
+				got <- grant{3, ls, err}
+			}()
+			defer func() { // C's wait ends before its Locker closes
+				cancel()
+				if g := <-got; g.ls != nil {
+					_ = g.ls.Release(ctx)
+				}
+			}()
 			queued(t, admin, name, 3)
 
 			if err := b.Process.Kill(); err != nil {
@@ -129,10 +143,10 @@ func TestDeadWaiterDoesNotStallTheQueue(t *testing.T) {
 			}
 			select {
 			case g := <-got:
+				got <- g // for the deferred release
 				if g.err != nil {
 					t.Fatalf("C: %v", g.err)
 				}
-				defer g.ls.Release(ctx)
 				t.Logf("C granted %s after A released (TTL %s, B killed right before)", time.Since(released).Round(time.Millisecond), ttl)
 				if g.ls.Fence() <= held.Fence() {
 					t.Errorf("C's fence %d is not above A's %d", g.ls.Fence(), held.Fence())

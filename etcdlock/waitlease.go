@@ -28,19 +28,47 @@ import (
 // grant's TTL counts from the last renewal of the lease it moved to.
 //
 // A lock whose TTL is the wait lease's needs no move: its waiters queue
-// under the lease of its TTL, as holders do.
+// under the lease of its TTL, as holders do. Otherwise the transaction
+// that tries for a free lock (under the lock's lease) queues the key
+// under the wait lease when the lock is held, if the driver has a wait
+// lease at hand (ready); if not, join queues it in one write more. The
+// waiters of one driver share the wait lease and its renewals.
 
 // waitSecs is the wait lease's length in seconds.
 func (d *etcdDriver) waitSecs() int64 { return int64(d.minTTL / time.Second) }
 
 // rebind binds key to a usable session for secs, granting or renewing it
 // as get does, and returns it with the time its TTL started counting.
-// With keep, the key stays bound to its old session as well, until
-// settle says where the write that moves it left it; without, it leaves
-// the old one now (it is not under the old lease: about to be put anew).
-func (p *pool) rebind(ctx context.Context, key string, secs int64, keep bool) (*session, time.Time, error) {
-	_, s, since, err := p.take(ctx, secs, binding{key: key, keep: keep})
+// For a key that is to wait under it, the session need only be young
+// (see young), and the key leaves its old binding now (it is not under
+// the old lease: about to be put anew). Otherwise (a grant) the session
+// must be fresh, and the key stays bound to its old session as well,
+// until settle says where the write that moves it left it.
+func (p *pool) rebind(ctx context.Context, key string, secs int64, wait bool) (*session, time.Time, error) {
+	_, s, since, err := p.take(ctx, secs, binding{key: key, wait: wait})
 	return s, since, err
+}
+
+// young reports whether a waiter's key can go under s without a renewal
+// first: s was renewed less than a third of a TTL ago, so that its
+// renewals, every third of a TTL from then (see waiter.renewed), keep it
+// alive. A waiting key is no grant: no TTL counts from s.since. p.mu is
+// held.
+func (s *session) young() bool { return time.Since(s.since) < s.ttl/3 }
+
+// ready binds key, keeping its old binding, to the current session for
+// secs if a waiting key can go under it at once (see young), and returns
+// the session with the time its TTL started counting; nil when it would
+// need a grant or a renewal first.
+func (p *pool) ready(key string, secs int64) (*session, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.current[secs]
+	if p.closed || s == nil || !s.young() {
+		return nil, time.Time{}
+	}
+	p.rebound(key, s, true)
+	return s, s.since
 }
 
 // rebound binds key to s, asked for now. p.mu is held.
@@ -103,8 +131,10 @@ func (p *pool) unbind(key string, s *session) {
 // join puts the waiter's key, which the name's holder kept from being
 // granted at once, under the wait lease and, in the same transaction,
 // reads the two newest contenders (itself and its predecessor) and the
-// holder. The key was bound to the lock's session: it moves to the wait
-// session first, so that the lease it is put under never ends unnoticed.
+// holder: when put could not queue it at once (no wait lease at hand),
+// one write more. The key was bound to the lock's session: it moves to
+// the wait session first, so that the lease it is put under never ends
+// unnoticed.
 func (w *waiter) join(ctx context.Context, value string) (*clientv3.TxnResponse, error) {
 	resp, err := w.joinOnce(ctx, value)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -115,7 +145,7 @@ func (w *waiter) join(ctx context.Context, value string) (*clientv3.TxnResponse,
 }
 
 func (w *waiter) joinOnce(ctx context.Context, value string) (*clientv3.TxnResponse, error) {
-	s, since, err := w.d.pool.rebind(ctx, w.key, w.d.waitSecs(), false)
+	s, since, err := w.d.pool.rebind(ctx, w.key, w.d.waitSecs(), true)
 	if err != nil {
 		w.d.pool.done(w.key) // never put: nothing to clean up
 		return nil, err
@@ -138,7 +168,7 @@ func (w *waiter) joinOnce(ctx context.Context, value string) (*clientv3.TxnRespo
 // either lease; it stays bound to both until the waiter's clean-up.
 func (w *waiter) promote(ctx context.Context) error {
 	for retried := false; ; retried = true {
-		s, since, err := w.d.pool.rebind(ctx, w.key, w.secs, true)
+		s, since, err := w.d.pool.rebind(ctx, w.key, w.secs, false)
 		if err != nil {
 			return err
 		}
@@ -160,4 +190,18 @@ func (w *waiter) promote(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// renewedLately reports whether s was renewed less than TTL/renewAgeDiv
+// ago, and if so records that key, under s, is asked for now and returns
+// when that renewal was sent. A renewal by anyone keeps every key under
+// the lease alive; many waiters then cost one renewal, not one each.
+func (p *pool) renewedLately(s *session, key string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := s.keys[key]; !ok || s.dead || time.Since(s.since) >= s.ttl/renewAgeDiv {
+		return time.Time{}, false
+	}
+	s.keys[key] = time.Now()
+	return s.since, true
 }
