@@ -27,6 +27,15 @@ type queueingBackend struct {
 
 // queueingBackends are the backends that keep a queue of waiters: Redis's
 // fair queue, Postgres lease mode, etcd and ZooKeeper.
+//
+// On etcd and ZooKeeper a dead waiter's place lapses with a heartbeat
+// that the URL sets, not with the lock's TTL: etcd's wait lease is
+// MinTTLFor(election_timeout), 2 s for the test server's 250 ms; a
+// ZooKeeper waiter's node lives as long as its session, and the URL asks
+// for a session timeout of zkSessionTimeout rather than the default 10 s,
+// so that the killed waiter's node lapses well within the test's bound
+// (a quarter of the 30 s TTL) on a loaded machine, while the holder's
+// session, heartbeating every third of it, is in no danger.
 var queueingBackends = []queueingBackend{
 	{"redis fair queue", func(t *testing.T) (string, func(string) int) {
 		s := testserver.Redis(t)
@@ -75,7 +84,7 @@ var queueingBackends = []queueingBackend{
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		return s.URL(), func(name string) int {
+		return s.URL() + "?session_timeout=" + zkSessionTimeout.String(), func(name string) int {
 			kids, _, err := c.Children("/dlock/" + url.PathEscape(name))
 			if err != nil || len(kids) == 0 {
 				return 0
@@ -84,6 +93,11 @@ var queueingBackends = []queueingBackend{
 		}
 	}},
 }
+
+// zkSessionTimeout is the ZooKeeper session timeout of the dlock
+// processes: inside the test server's bounds (from 2 ticks of 250 ms,
+// 500 ms, to 60 s).
+const zkSessionTimeout = 3 * time.Second
 
 // quietZK drops the ZooKeeper client's log lines.
 type quietZK struct{}
