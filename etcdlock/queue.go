@@ -63,6 +63,7 @@ type waiter struct {
 	// lapse is when the wait ends, while the key holds a waiting value
 	// (see waitMark); zero once claimed, or when it never had one.
 	lapse time.Time
+	call  string   // the call's claim on name (claimOf its token)
 	sess  *session // the session key lives under
 	secs  int64    // the lease length of the lock, in seconds
 	// short is true while key is on the wait lease, to be moved to the
@@ -147,7 +148,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 	if err != nil {
 		return nil, err
 	}
-	w := &waiter{d: d, name: req.Name, owner: req.Owner, secs: secs}
+	w := &waiter{d: d, name: req.Name, owner: req.Owner, call: claimOf(req.Name, req.Token), secs: secs}
 	resp, err := w.put(ctx, req)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		d.pool.gone(w.sess) // ended since its last renewal; take a new one, once
@@ -187,7 +188,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 // a grant or a renewal is not waited for: the transaction then does
 // nothing else (not Succeeded, w.short false), and join queues the key.
 func (w *waiter) put(ctx context.Context, req driver.Request) (*clientv3.TxnResponse, error) {
-	key, s, since, err := w.d.pool.get(ctx, w.secs, claimOf(req.Name, req.Token), w.d.keys.dir(req.Name))
+	key, s, since, err := w.d.pool.get(ctx, w.secs, w.call, w.d.keys.dir(req.Name))
 	if err != nil {
 		return nil, err
 	}

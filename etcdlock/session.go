@@ -412,11 +412,17 @@ func (p *pool) unlink(key string) {
 	delete(p.moving, key)
 }
 
-// done records that key is gone (released, or found missing) and says
-// whether the session it lived under has ended.
-func (p *pool) done(key string) (sessionEnded bool) {
+// done records that claim's key is gone (released, or found missing) and
+// says whether the session it lived under has ended. A key that is no
+// longer claim's is left alone: another call for claim dropped it, and
+// its slot may be another claim's key by now (a refresh that read the
+// key gone just before the release's own done, say).
+func (p *pool) done(claim, key string) (sessionEnded bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if c, ok := p.claimOf[key]; !ok || c != claim {
+		return false
+	}
 	s := p.drop(key)
 	return s != nil && s.dead
 }
@@ -558,12 +564,13 @@ func (p *pool) background(fn func(ctx context.Context)) {
 func (p *pool) deleteLater(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return
+	if p.closed || p.byKey[key] == nil {
+		return // not the driver's key (any more): its slot may be another's
 	}
 	if p.deleting[key] != nil {
 		return // already on its way
 	}
+	claim := p.claimOf[key]
 	deleted := make(chan struct{})
 	p.deleting[key] = deleted
 	p.background(func(ctx context.Context) {
@@ -573,7 +580,7 @@ func (p *pool) deleteLater(key string) {
 		if _, err := p.cli.Delete(ctx, key); err != nil {
 			p.abandon(key)
 		} else {
-			p.done(key)
+			p.done(claim, key)
 		}
 		p.mu.Lock()
 		delete(p.deleting, key)

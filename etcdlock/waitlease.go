@@ -147,7 +147,7 @@ func (w *waiter) join(ctx context.Context, value string) (*clientv3.TxnResponse,
 func (w *waiter) joinOnce(ctx context.Context, value string) (*clientv3.TxnResponse, error) {
 	s, since, err := w.d.pool.rebind(ctx, w.key, w.d.waitSecs(), true)
 	if err != nil {
-		w.d.pool.done(w.key) // never put: nothing to clean up
+		w.d.pool.done(w.call, w.key) // never put: nothing to clean up
 		return nil, err
 	}
 	w.sess, w.short = s, true
