@@ -72,6 +72,14 @@ type Grant struct {
 	// someone else"; a driver returns it only when the backend said so,
 	// never for a lookup that failed (return the error instead).
 	Holder Holder
+	// Window, when not zero and shorter than the lease's TTL, is how long
+	// the backend holds the lock for now: a hand-off to a queued waiter
+	// that has yet to show it is alive, so that a waiter that died cannot
+	// keep the lock for a whole TTL. The lease counts its expiry from
+	// Window (from Since), and its first refresh, due within Window/3,
+	// extends it to its TTL; a lease without the watchdog is extended
+	// before the acquire returns.
+	Window time.Duration
 	// Since, when not zero, is when the granted lease's TTL started
 	// counting, on this host's monotonic clock: the SENT time of the call
 	// that last created or renewed it. A Queuer that keeps a waiter's lease
