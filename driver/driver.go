@@ -185,6 +185,11 @@ type Capabilities struct {
 	// MinTTL is the smallest TTL the backend honours (etcd: 2 s, and whole
 	// seconds). Zero means the portable minimum.
 	MinTTL time.Duration
+	// MinTTLWhy says why MinTTL is what it is and how to lower it, for
+	// the error a shorter TTL gets (etcd: "shorter leases are lost during
+	// a leader election; a cluster with a shorter --election-timeout can
+	// say so with ?election_timeout=").
+	MinTTLWhy string
 	// TTLGranularity rounds TTLs up to a multiple of it (etcd: 1 s).
 	TTLGranularity time.Duration
 	// SessionBound is true when the lease ends with a connection/session
