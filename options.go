@@ -48,6 +48,10 @@ type settings struct {
 	backoffMax  time.Duration
 	owner       string
 	autoRefresh bool
+	// RunOnce's: rerun a crashed slot, hold at least, slots kept.
+	retryCrashed bool
+	minHold      time.Duration
+	keepRuns     int
 	logger      *slog.Logger // Locker-wide; nil means the driver's default
 	clock       Clock        // Locker-wide; nil means the host's clock
 	err         error        // the first invalid option, reported at use
@@ -61,6 +65,7 @@ func defaultSettings() settings {
 		backoffMax:  DefaultBackoffMax,
 		owner:       defaultOwner(),
 		autoRefresh: true,
+		keepRuns:    DefaultKeepRuns,
 	}
 }
 
@@ -136,6 +141,42 @@ func WithOwner(owner string) Option {
 			return
 		}
 		s.owner = owner
+	}
+}
+
+// WithRetryCrashed makes RunOnce run a slot again whose runner crashed
+// (it started the run, recorded no outcome, and its lease is gone): at
+// least once instead of the default at most once. The job never runs
+// twice at the same time either way: the rerun holds the lock.
+func WithRetryCrashed(on bool) Option {
+	return func(s *settings) { s.retryCrashed = on }
+}
+
+// WithMinHold makes RunOnce keep the lock at least d after the run
+// started, even when the job ended sooner (ShedLock's lockAtLeastFor), for
+// schedulers that do not name slots: a second host firing within d finds
+// the lock held. 0 (the default) releases at the end of the job; d is at
+// most MaxTTL.
+func WithMinHold(d time.Duration) Option {
+	return func(s *settings) {
+		if d < 0 || d > MaxTTL {
+			s.fail(invalid("minimum hold %s out of range [0, %s]", d, MaxTTL))
+			return
+		}
+		s.minHold = d
+	}
+}
+
+// WithKeepRuns sets how many slots of a name the run ledger keeps (default
+// DefaultKeepRuns, at most 100000): RunOnce drops older ones as it
+// records a new one, so the ledger never grows without bound.
+func WithKeepRuns(n int) Option {
+	return func(s *settings) {
+		if n < 1 || n > 100000 {
+			s.fail(invalid("keep %d runs: want 1 to 100000", n))
+			return
+		}
+		s.keepRuns = n
 	}
 }
 

@@ -34,6 +34,7 @@ const (
 	Describer         Capability = "Describer"         // Capabilities: minimum TTL and such
 	SettingsReporter  Capability = "SettingsReporter"  // the settings in force, by URL key
 	LogSetter         Capability = "LogSetter"         // the Locker's logger
+	Ledger            Capability = "Ledger"            // a run ledger for RunOnce
 )
 
 // implements tells whether a driver implements each Capability.
@@ -52,6 +53,7 @@ var implements = map[Capability]func(driver.Driver) bool{
 	Describer:         is[driver.Describer],
 	SettingsReporter:  is[driver.SettingsReporter],
 	LogSetter:         is[driver.LogSetter],
+	Ledger:            is[driver.Ledger],
 }
 
 func is[I any](d driver.Driver) bool {

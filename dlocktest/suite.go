@@ -105,6 +105,7 @@ func (s *suite) tests() []subtest {
 		{"RWMutexLoss", s.testRWMutexLoss},
 		{"Election", s.testElection},
 		{"ElectionCrash", s.testElectionCrash},
+		{"RunOnce", s.testRunOnce},
 	}
 }
 

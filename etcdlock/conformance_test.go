@@ -26,6 +26,7 @@ func TestConformance(t *testing.T) {
 			dlocktest.BatchReleaser, dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher,
 			dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter},
 		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Ledger:            "no run ledger",
 			dlocktest.SessionWatcher:    "a lease's loss is found by its keep-alive (the watchdog's refresh)",
 			dlocktest.Migrator:          "no schema: keys are created as they are used",
 			dlocktest.MigrationReporter: "no schema",

@@ -30,6 +30,7 @@ func TestConformance(t *testing.T) {
 		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.Lister,
 			dlocktest.ForceReleaser, dlocktest.Diagnoser, dlocktest.SettingsReporter},
 		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Ledger:            "no run ledger",
 			dlocktest.Queuer:            "waiters are woken by the file watcher and race (Notifier)",
 			dlocktest.BatchReleaser:     "a release is one local statement: nothing to save by batching",
 			dlocktest.EvictionWatcher:   "a force-release reaches the holder at its next refresh",

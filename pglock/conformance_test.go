@@ -30,6 +30,7 @@ func TestConformanceLease(t *testing.T) {
 			dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Migrator,
 			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.SettingsReporter},
 		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Ledger:         "no run ledger",
 			dlocktest.Notifier:       "waiters queue in the table and the release NOTIFYs the head alone (Queuer)",
 			dlocktest.SessionWatcher: "a lease is a row with a TTL, not a session",
 			dlocktest.Describer:      "the portable TTL limits apply as they are",
@@ -54,6 +55,7 @@ func TestConformanceAdvisory(t *testing.T) {
 			dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.SessionWatcher, dlocktest.Migrator,
 			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter},
 		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Ledger:         "no run ledger",
 			dlocktest.Notifier:       "waiters wait in the server, in pg_advisory_lock (Queuer)",
 			dlocktest.BatchRefresher: "a session lock needs no refresh: each lease's check is its connection's health",
 			dlocktest.LogSetter:      "warnings go to the logger in the Open context",

@@ -39,6 +39,7 @@ func TestConformance(t *testing.T) {
 			dlocktest.ForceReleaser, dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter,
 			dlocktest.LogSetter},
 		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Ledger:            "no run ledger",
 			dlocktest.BatchRefresher:    "a node lives as long as its session: a refresh checks the session, with no call per lease",
 			dlocktest.BatchReleaser:     "ZooKeeper deletes one node per call; Close ends the session, which deletes them all",
 			dlocktest.EvictionWatcher:   "a force-release deletes the holder's node, which its own watch reports",
