@@ -52,9 +52,9 @@ type settings struct {
 	retryCrashed bool
 	minHold      time.Duration
 	keepRuns     int
-	logger      *slog.Logger // Locker-wide; nil means the driver's default
-	clock       Clock        // Locker-wide; nil means the host's clock
-	err         error        // the first invalid option, reported at use
+	logger       *slog.Logger // Locker-wide; nil means the driver's default
+	clock        Clock        // Locker-wide; nil means the host's clock
+	err          error        // the first invalid option, reported at use
 }
 
 func defaultSettings() settings {
