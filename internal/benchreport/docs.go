@@ -41,6 +41,16 @@ func Blocks(root string, r *Results) []docblock.Block {
 			err := WriteSummary(&b, r)
 			return b.String(), err
 		}},
+		// The README's section on dlock serve may carry the HTTP table too.
+		{File: readme, Name: "bench-http", Optional: true, Render: func() (string, error) {
+			var b bytes.Buffer
+			b.WriteString(generatedNote)
+			if len(r.Serve) == 0 {
+				return b.String(), nil
+			}
+			err := writeServeSummary(&b, r)
+			return b.String(), err
+		}},
 		md(doc, "bench-measured", func(w io.Writer) error { return writeMeasured(w, r) }),
 		md(doc, "bench-compare", func(w io.Writer) error { return WriteMarkdown(w, r.Comparisons) }),
 		md(doc, "bench-leases", func(w io.Writer) error { return WriteLeasesMarkdown(w, r.Leases) }),

@@ -271,7 +271,7 @@ func machine() string {
 			vs = append(vs, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
 		}
 	}
-	return fmt.Sprintf("%d × %s, shared, %s/%s, %s; %s", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, runtime.Version(), strings.Join(vs, "; "))
+	return fmt.Sprintf("%d × %s (shared), %s/%s, %s; %s", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, runtime.Version(), strings.Join(vs, "; "))
 }
 
 // envOne names the backends TestBenchOne measures (comma-separated names

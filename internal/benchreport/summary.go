@@ -3,6 +3,7 @@ package benchreport
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/dlockdev/dlock/internal/baseline"
@@ -106,8 +107,8 @@ func writeServeSummary(w io.Writer, r *Results) error {
 	return nil
 }
 
-// seconds prints a number of seconds briefly ("3 s", "0.5 s").
-func seconds(s float64) string { return fmt.Sprintf("%g s", s) }
+// seconds prints a number of seconds to three figures ("3 s", "0.5 s").
+func seconds(s float64) string { return strconv.FormatFloat(s, 'g', 3, 64) + " s" }
 
 // shortMachine is the machine's description up to its first ','.
 func shortMachine(m string) string {

@@ -31,6 +31,10 @@ type Block struct {
 	Name string
 	// Render makes the block's text.
 	Render func() (string, error)
+	// Optional blocks are checked and rewritten where their markers are,
+	// and not missed where they are not: a renderer offered for a
+	// document that may carry the block.
+	Optional bool
 }
 
 // Markers returns the lines that open and close the block name.
@@ -111,6 +115,9 @@ func Replace(doc, name, text string) (string, error) {
 func Stale(blocks []Block) []error {
 	var errs []error
 	for _, b := range blocks {
+		if b.absent() {
+			continue
+		}
 		have, want, err := b.texts()
 		if err == nil && have != want {
 			err = fmt.Errorf("stale: %s", firstDiff(have, want))
@@ -125,6 +132,9 @@ func Stale(blocks []Block) []error {
 // Update rewrites every block from its rendering.
 func Update(blocks []Block) error {
 	for _, b := range blocks {
+		if b.absent() {
+			continue
+		}
 		doc, err := b.rewritten()
 		if err == nil {
 			err = os.WriteFile(b.File, []byte(doc), 0o644)
@@ -182,6 +192,19 @@ func unknown(blocks []Block, prefix string) []error {
 		}
 	}
 	return errs
+}
+
+// absent reports whether b is optional and its file lacks its markers.
+func (b Block) absent() bool {
+	if !b.Optional || b.Name == "" {
+		return false
+	}
+	raw, err := os.ReadFile(b.File)
+	if err != nil {
+		return false
+	}
+	begin, end := Markers(b.Name)
+	return lineIndex(string(raw), begin) < 0 && lineIndex(string(raw), end) < 0
 }
 
 func (b Block) where() string {

@@ -96,6 +96,24 @@ func TestUnknownBlocks(t *testing.T) {
 	}
 }
 
+// TestOptionalBlock: an optional block is not missed where its markers
+// are not, and is checked where they are.
+func TestOptionalBlock(t *testing.T) {
+	md := filepath.Join(t.TempDir(), "doc.md")
+	write(t, md, "no blocks\n")
+	b := Block{File: md, Name: "figures", Optional: true, Render: func() (string, error) { return "x", nil }}
+	if errs := Stale([]Block{b}); len(errs) != 0 {
+		t.Errorf("an optional block without markers: Stale = %v", errs)
+	}
+	if err := Update([]Block{b}); err != nil {
+		t.Errorf("an optional block without markers: Update = %v", err)
+	}
+	write(t, md, doc)
+	if errs := Stale([]Block{b}); len(errs) != 1 {
+		t.Errorf("an optional block with stale text: Stale = %v", errs)
+	}
+}
+
 func TestStaleReportsMissingBlock(t *testing.T) {
 	md := filepath.Join(t.TempDir(), "doc.md")
 	write(t, md, "no blocks\n")
