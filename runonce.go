@@ -135,7 +135,53 @@ func (l *Locker) RunOnce(ctx context.Context, name string, slot Slot, fn func(ct
 		_ = lease.Release(context.WithoutCancel(ctx))
 		return r, err
 	}
-	return l.runClaimed(ctx, ledger, lease, r, s, fn)
+	released := false
+	defer func() {
+		if !released { // fn panicked: free the lock before the panic goes on
+			_ = lease.Release(context.WithoutCancel(ctx))
+		}
+	}()
+	fnErr := fn(lease.Context(ctx), lease)
+	holdAtLeast(ctx, lease, r.Started.Add(s.minHold), l.clock)
+	r, err = l.finish(ctx, ledger, lease, r, fnErr)
+	released = true
+	if relErr := lease.Release(context.WithoutCancel(ctx)); err == nil {
+		err = relErr
+	}
+	return r, err
+}
+
+// ClaimSlot claims slot for lease (held on the lock the job runs under)
+// in the run ledger: the first step of RunOnce, for callers that keep the
+// lease themselves (a command supervisor, a scheduler's own locker). It
+// returns the claimed run, or a *SlotTakenError with the run that has the
+// slot (WithRetryCrashed and WithKeepRuns apply). Record the outcome with
+// FinishRun, then release the lease.
+func (l *Locker) ClaimSlot(ctx context.Context, lease *Lease, slot Slot, opts ...Option) (Run, error) {
+	if lease == nil || slot.Time.IsZero() {
+		return Run{}, invalid("ClaimSlot needs a lease and a slot with a time")
+	}
+	s, err := l.settingsFor(lease.Name(), opts)
+	if err != nil {
+		return Run{}, err
+	}
+	ledger, ok := l.drv.(driver.Ledger)
+	if !ok {
+		return Run{}, fmt.Errorf("dlock: claim a slot of %q: this backend keeps no run ledger: %w", lease.Name(), ErrUnsupported)
+	}
+	return l.claim(ctx, ledger, lease, slot, s)
+}
+
+// FinishRun records the outcome of r, claimed with ClaimSlot under lease:
+// "ok", jobErr's text, or the lease's loss. It returns the finished run,
+// and jobErr joined with the loss, if any. Call it before releasing the
+// lease: the record is written under the lease's fence.
+func (l *Locker) FinishRun(ctx context.Context, lease *Lease, r Run, jobErr error) (Run, error) {
+	ledger, ok := l.drv.(driver.Ledger)
+	if !ok || lease == nil {
+		return r, invalid("FinishRun needs a lease on a backend with a run ledger")
+	}
+	return l.finish(ctx, ledger, lease, r, jobErr)
 }
 
 // claim records the slot's run for lease, or returns the run that has it.
@@ -152,29 +198,19 @@ func (l *Locker) claim(ctx context.Context, ledger driver.Ledger, lease *Lease, 
 	if err != nil {
 		return Run{}, backend("claim a run", lease.Name(), err)
 	}
+	r := runFrom(got)
 	if !claimed {
-		r := runFrom(got)
 		if r.State == "" {
 			r.State = RunCrashed // no outcome, and lease holds the lock now
 		}
 		return r, &SlotTakenError{r}
 	}
-	r := runFrom(got)
 	r.State = RunRunning
 	return r, nil
 }
 
-// runClaimed runs fn for the claimed run r, records its outcome and
-// releases the lease.
-func (l *Locker) runClaimed(ctx context.Context, ledger driver.Ledger, lease *Lease, r Run, s settings, fn func(context.Context, *Lease) error) (Run, error) {
-	released := false
-	defer func() {
-		if !released { // fn panicked: free the lock before the panic goes on
-			_ = lease.Release(context.WithoutCancel(ctx))
-		}
-	}()
-	fnErr := fn(lease.Context(ctx), lease)
-	holdAtLeast(ctx, lease, r.Started.Add(s.minHold), l.clock)
+// finish records r's outcome under lease's fence.
+func (l *Locker) finish(ctx context.Context, ledger driver.Ledger, lease *Lease, r Run, fnErr error) (Run, error) {
 	lostErr := lease.Err()
 	r.Ended, r.Status, r.State = l.clock.Now(), "ok", RunOK
 	switch {
@@ -187,17 +223,11 @@ func (l *Locker) runClaimed(ctx context.Context, ledger driver.Ledger, lease *Le
 	rec := driver.RunRecord{Name: r.Name, Slot: r.Slot.Time, Schedule: r.Slot.Schedule, Owner: r.Owner, Fence: r.Fence,
 		Attempt: r.Attempt, Started: r.Started, Ended: r.Ended, Status: r.Status}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	finErr := ledger.FinishRun(fctx, rec)
-	cancel()
-	released = true
-	relErr := lease.Release(context.WithoutCancel(ctx))
-	switch {
-	case fnErr != nil:
-		return r, fnErr
-	case finErr != nil:
-		return r, backend("record a run's outcome", r.Name, finErr)
+	defer cancel()
+	if err := ledger.FinishRun(fctx, rec); err != nil && fnErr == nil {
+		return r, backend("record a run's outcome", r.Name, err)
 	}
-	return r, relErr
+	return r, fnErr
 }
 
 // finishTimeout bounds recording a run's outcome after the job, whose own
