@@ -27,6 +27,8 @@ func (s *suite) testRunOnce(t *testing.T) {
 	t.Run("Crashed", s.testRunCrashed)
 	t.Run("Fenced", s.testLedgerFenced)
 	t.Run("Bounded", s.testLedgerBounded)
+	t.Run("Killed", s.testRunOnceKilled)
+	t.Run("Skew", s.testRunOnceSkew)
 }
 
 // slot is a schedule point unique to t.
