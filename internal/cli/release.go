@@ -139,7 +139,11 @@ func writeRelease(io *IO, opts *releaseOptions, h dlock.Holder, ok bool, fence u
 		_, err := fmt.Fprintf(io.Out, "%s was not held; its fence is now %d\n", what, fence)
 		return err
 	}
-	_, err := fmt.Fprintf(io.Out, "released %s, held by %s (fence %d); new fence %d: writes fenced with %d or lower are now rejected by fence-checking resources\n",
+	// A fence guard rejects a fence only once a newer one has written to
+	// it (fence.Check): until the next holder writes, the evicted
+	// holder's writes still pass.
+	_, err := fmt.Fprintf(io.Out, "released %s, held by %s (fence %d); its fence is now %d: the next holder's fence will be above it, "+
+		"and a fence-checking resource rejects writes fenced with %d or lower once a write with a newer fence has reached it\n",
 		what, h.Owner, h.Fence, fence, h.Fence)
 	return err
 }
