@@ -30,8 +30,10 @@ func newReleaseCmd(g *globalOptions, io *IO) *cobra.Command {
 
 The lock's fence is raised at the same time, so once the next holder has
 written to a fence-checking resource, every write still carrying the evicted
-holder's fence (or a lower one) is rejected there. The evicted holder's own
-dlock process notices the loss at its next refresh and stops its command.
+holder's fence (or a lower one) is rejected there; until then such writes
+still pass. The evicted holder's own dlock process is told at once on Redis,
+Postgres, etcd and the file backend (elsewhere at its next refresh), says
+force-released, stops its command and exits 76.
 
 If NAME is an election, its current term is ended the same way (the term
 number is its fence) and the next campaigner is elected.

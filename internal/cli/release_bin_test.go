@@ -150,3 +150,40 @@ func TestReleaseForceSaysWhatIsTrue(t *testing.T) {
 		t.Errorf("the evicted holder's write (fence %d) after the next holder's (%d): %v, want fence.ErrStale", oldFence, nextFence, err)
 	}
 }
+
+// TestReleaseForceTellsTheFileHolderAtOnce: on the file backend (SQLite,
+// no server to push anything), `dlock run --ttl 30s` holding a lock in
+// one process is told of `dlock release --force` from another process by
+// its store's watcher, not at its next refresh (10 s away, which would
+// report "lost: expired"): it says force-released, stops its command and
+// exits 76. The time from the release's return to the exit is logged.
+func TestReleaseForceTellsTheFileHolderAtOnce(t *testing.T) {
+	env := []string{"DLOCK_URL=" + fileURL(t)}
+	dir := t.TempDir()
+	var out, errb syncBuffer
+	holder := startDlock(t, env, &out, &errb, "run", "--ttl", "30s", "--grace", "1s", "ledger", "--",
+		"sh", "-c", "echo $DLOCK_FENCE > "+dir+"/fence; exec sleep 100")
+	waitFile(t, dir+"/fence", 30*time.Second)
+
+	r := runBin(t, env, "release", "--force", "ledger")
+	if r.code != 0 {
+		t.Fatalf("release --force: exit %d: %s", r.code, r.stderr)
+	}
+	released := time.Now()
+	waited := make(chan struct{})
+	go func() { _ = holder.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(9 * time.Second): // before the first refresh, at 10 s
+		_ = holder.Process.Signal(syscall.SIGKILL)
+		<-waited
+		t.Fatalf("dlock run still running 9 s after the force-release (its next refresh is at 10 s): not told; stderr %s", errb.String())
+	}
+	t.Logf("force-release → dlock run exited in %v", time.Since(released).Round(time.Millisecond))
+	if code := holder.ProcessState.ExitCode(); code != ExitLeaseLost {
+		t.Errorf("exit %d, want %d; stderr %s", code, ExitLeaseLost, errb.String())
+	}
+	if !strings.Contains(errb.String(), "force-released") {
+		t.Errorf("stderr does not say force-released: %s", errb.String())
+	}
+}
