@@ -68,15 +68,11 @@ func recordEviction(ctx context.Context, tx *sql.Tx, e driver.Eviction) error {
 func (w *watcher) addEvictions(ctx context.Context) (<-chan driver.Eviction, func(), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return nil, nil, errClosed
+	forWaitersAlone := w.running && len(w.evicts) == 0
+	if err := w.ensure(ctx); err != nil {
+		return nil, nil, err
 	}
-	if !w.running {
-		if err := w.start(ctx); err != nil {
-			return nil, nil, err
-		}
-	} else if len(w.evicts) == 0 {
-		// The poller ran for waiters alone and did not follow evictions.
+	if forWaitersAlone { // it did not follow evictions (a new one read where to start)
 		if err := w.poll.QueryRowContext(ctx, lastEvictionSQL, evictionLookback.Milliseconds()).Scan(&w.evLast); err != nil {
 			return nil, nil, err
 		}

@@ -88,13 +88,8 @@ func (d *fileDriver) Watch(ctx context.Context, name string) (<-chan struct{}, f
 func (w *watcher) add(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return nil, nil, errClosed
-	}
-	if !w.running {
-		if err := w.start(ctx); err != nil {
-			return nil, nil, err
-		}
+	if err := w.ensure(ctx); err != nil {
+		return nil, nil, err
 	}
 	ch := make(chan struct{}, 1)
 	w.subs[name] = append(w.subs[name], ch)
@@ -104,6 +99,17 @@ func (w *watcher) add(ctx context.Context, name string) (<-chan struct{}, func()
 	}
 	var once sync.Once
 	return ch, func() { once.Do(func() { w.remove(name, ch) }) }, nil
+}
+
+// ensure starts the poller unless it runs; w.mu is held.
+func (w *watcher) ensure(ctx context.Context) error {
+	switch {
+	case w.closed:
+		return errClosed
+	case !w.running:
+		return w.start(ctx)
+	}
+	return nil
 }
 
 // start reads the current release sequence and starts the poller; w.mu
