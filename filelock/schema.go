@@ -16,6 +16,10 @@ const nowMS = `CAST(unixepoch('subsec')*1000 AS INTEGER)`
 // sequence (the largest plus one at each release), indexed so that the
 // release watcher finds the names freed since it last looked.
 //
+// dlock_evictions records force-releases for the eviction watchers of
+// every process (evictions.go); seq never goes back (AUTOINCREMENT), even
+// once old records are deleted.
+//
 // dlock_fence_floor has one row: the highest fence of any pruned row. A
 // name's new row starts at the floor plus one, so a name's fences strictly
 // increase across the deletion of its row.
@@ -34,6 +38,12 @@ var schema = []string{
 		fence INTEGER NOT NULL
 	)`,
 	`INSERT OR IGNORE INTO dlock_fence_floor (id, fence) VALUES (1, 0)`,
+	`CREATE TABLE IF NOT EXISTS dlock_evictions (
+		seq   INTEGER PRIMARY KEY AUTOINCREMENT,
+		name  TEXT NOT NULL,
+		fence INTEGER NOT NULL,
+		at    INTEGER NOT NULL
+	)`,
 }
 
 // newFence is the fence of a name's new row: above every pruned row's.

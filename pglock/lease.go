@@ -31,6 +31,10 @@ type leases struct {
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
+
+	// sleepHook, when set (by tests), is told each sleep of a queued
+	// waiter between attempts, and the reservation it found (-1: none).
+	sleepHook func(reserved, sleep time.Duration)
 }
 
 func newLeases(b base) *leases {
@@ -249,7 +253,11 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 		if h.Name != "" {
 			last = h
 		}
-		t.Reset(pollBehind(pollAfter(h, queued), reserved))
+		sleep := pollBehind(pollAfter(h, queued), reserved)
+		if d.sleepHook != nil {
+			d.sleepHook(reserved, sleep)
+		}
+		t.Reset(sleep)
 		select {
 		case <-woken:
 		case <-t.C:
