@@ -167,7 +167,9 @@ type Lister interface {
 
 // ForceReleaser is implemented by backends that let an administrator free a
 // lock regardless of its token. It must also bump the name's fence, so that
-// the evicted holder's fenced writes are rejected afterwards; it returns the
+// the next holder's fence is above the evicted one's, and a fence-checking
+// resource rejects the evicted holder's writes once the next holder has
+// written; it returns the
 // holder that was evicted (ok false when the lock was free) and the new
 // fence value that now stands between it and the resource.
 type ForceReleaser interface {
