@@ -67,3 +67,8 @@ CHAOS_TIMEOUT ?= 90m
 
 chaos:
 	DLOCK_CHAOS=full DLOCK_CHAOS_OUT=$(abspath $(CHAOS_OUT)) $(GO) test -count=1 -p 1 -v -timeout $(CHAOS_TIMEOUT) ./chaos/
+	$(MAKE) chaos-render
+
+# The README's fault-suite summary, rendered from chaos/RESULTS.md.
+chaos-render:
+	DLOCK_CHAOS_RENDER=1 $(GO) test -count=1 -run '^TestPublishedSummaryCurrent$$' ./chaos/

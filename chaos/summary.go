@@ -30,19 +30,19 @@ type resultRow struct {
 	note                      string
 }
 
-// results is RESULTS.md read back: its header line and rows.
-type results struct {
+// fileResults is RESULTS.md read back: its header line and rows.
+type fileResults struct {
 	header string
 	rows   []resultRow
 }
 
 // readResults parses a RESULTS.md.
-func readResults(path string) (results, error) {
+func readResults(path string) (fileResults, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return results{}, err
+		return fileResults{}, err
 	}
-	var r results
+	var r fileResults
 	for i, line := range strings.Split(string(b), "\n") {
 		switch {
 		case i == 0:
@@ -51,13 +51,13 @@ func readResults(path string) (results, error) {
 		default:
 			row, err := parseRow(line)
 			if err != nil {
-				return results{}, fmt.Errorf("%s line %d: %w", path, i+1, err)
+				return fileResults{}, fmt.Errorf("%s line %d: %w", path, i+1, err)
 			}
 			r.rows = append(r.rows, row)
 		}
 	}
 	if len(r.rows) == 0 {
-		return results{}, fmt.Errorf("%s: no rows", path)
+		return fileResults{}, fmt.Errorf("%s: no rows", path)
 	}
 	return r, nil
 }
@@ -95,11 +95,11 @@ func (r resultRow) where() string { return r.scenario + " on " + r.backend }
 
 // Summary renders the README's block: the run, then every row that is not
 // a plain pass, and the totals of those that are.
-func (r results) Summary() string {
+func (r fileResults) Summary() string {
 	var b strings.Builder
 	trials := 0
 	var safety, safetyPass, controls, controlsOK, fencedTrials, staleWrites int
-	var failed, exempt, control []string
+	var failed, exempt, control, measured []string
 	for _, row := range r.rows {
 		trials += row.trials
 		switch row.kind() {
@@ -122,7 +122,10 @@ func (r results) Summary() string {
 			} else {
 				failed = append(failed, fmt.Sprintf("%s: %s", row.where(), row.verdict))
 			}
-			control = append(control, fmt.Sprintf("%s %d/%d", row.backend, row.violations, row.trials))
+			label, _, _ := strings.Cut(row.scenario, " ")
+			control = append(control, fmt.Sprintf("%s on %s %d/%d", label, row.backend, row.violations, row.trials))
+		case "report":
+			measured = append(measured, fmt.Sprintf("%s: %s", row.where(), row.note))
 		case "exempt":
 			exempt = append(exempt, fmt.Sprintf("%s: %s trials had two holders at once, stated not passed", row.where(), strings.TrimPrefix(row.verdict, "EXEMPT ")))
 		}
@@ -130,6 +133,9 @@ func (r results) Summary() string {
 	fmt.Fprintf(&b, "From [chaos/RESULTS.md](chaos/RESULTS.md) — %s: %d rows, %d trials.\n\n", strings.TrimPrefix(r.header, "dlock fault suite: "), len(r.rows), trials)
 	fmt.Fprintf(&b, "- Safety rows (0 violations and 0 unlinearizable histories expected): **%d of %d pass**; the fenced paths accepted **%d stale writes in %d trials**.\n", safetyPass, safety, staleWrites, fencedTrials)
 	fmt.Fprintf(&b, "- Negative controls (each must reproduce its violation and have the checker refuse it): **%d of %d reproduced** (%s).\n", controlsOK, controls, strings.Join(control, ", "))
+	for _, m := range measured {
+		fmt.Fprintf(&b, "- Measured: %s.\n", m)
+	}
 	for _, e := range exempt {
 		fmt.Fprintf(&b, "- Exempt: %s.\n", e)
 	}

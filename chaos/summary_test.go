@@ -22,7 +22,7 @@ func TestPublishedSummaryCurrent(t *testing.T) {
 // row and a control that did not reproduce each appear by name; the
 // totals count them.
 func TestSummaryNamesEveryFailureAndExemption(t *testing.T) {
-	r := results{header: "dlock fault suite: full run, 2026-12-05", rows: []resultRow{
+	r := fileResults{header: "dlock fault suite: full run, 2026-12-05", rows: []resultRow{
 		{scenario: "S1 pause, fenced (stale writes accepted)", backend: "redis", expect: "0", trials: 20, verdict: "PASS"},
 		{scenario: "S1 pause, unfenced control", backend: "redis", expect: "≥1 (control)", trials: 20, violations: 20, verdict: "PASS (reproduced)"},
 		{scenario: "S6 crash control", backend: "postgres", expect: "≥1 (control)", trials: 20, verdict: "FAIL (blind: not reproduced)"},
@@ -31,7 +31,7 @@ func TestSummaryNamesEveryFailureAndExemption(t *testing.T) {
 	}}
 	s := r.Summary()
 	for _, want := range []string{"5 rows, 81 trials", "**1 of 2 pass**", "**0 stale writes in 20 trials**", "**1 of 2 reproduced**",
-		"redis 20/20", "Exempt: S7 reset on postgres (advisory): 2 of 20", "**Failed**: S6 crash control on postgres: FAIL (blind",
+		"S1 on redis 20/20", "Exempt: S7 reset on postgres (advisory): 2 of 20", "**Failed**: S6 crash control on postgres: FAIL (blind",
 		"**Failed**: S9 many on etcd: FAIL, 10000 violations"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)
