@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test lint vet fmt staticcheck unit otel bench bench-compare bench-readme bench-render demo chaos
+.PHONY: test lint vet fmt staticcheck unit otel bench bench-compare bench-readme bench-render demo chaos chaos-render slots
 
 test: lint unit otel
 
