@@ -72,3 +72,9 @@ chaos:
 # The README's fault-suite summary, rendered from chaos/RESULTS.md.
 chaos-render:
 	DLOCK_CHAOS_RENDER=1 $(GO) test -count=1 -run '^TestPublishedSummaryCurrent$$' ./chaos/
+
+# make slots: once per slot, 30 slots on every backend, five runner
+# processes whose clocks are off by up to 40% of the period (make test
+# runs 5 slots per backend).
+slots:
+	DLOCKTEST_SLOTS=30 $(GO) test -count=1 -p 1 -v -run 'TestConformance.*/RunOnce/Skew' -timeout 60m ./filelock ./redislock ./redlock ./pglock ./etcdlock ./zklock
