@@ -54,17 +54,20 @@ type Run struct {
 	State  RunState
 }
 
+// stamp formats t as Run.String shows a run's times: UTC, milliseconds.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
 // String describes the run in one line: "slot 2026-12-05T02:00:00Z ran
 // on host-a/412 (fence 7) from 02:00:00 to 02:00:03: ok".
 func (r Run) String() string {
 	s := fmt.Sprintf("slot %s ", r.Slot)
 	switch r.State {
 	case RunRunning:
-		s += fmt.Sprintf("is running on %s (fence %d) since %s", r.Owner, r.Fence, r.Started.Format(time.RFC3339))
+		s += fmt.Sprintf("is running on %s (fence %d) since %s", r.Owner, r.Fence, stamp(r.Started))
 	case RunCrashed:
-		s += fmt.Sprintf("was started on %s (fence %d) at %s, which crashed before it recorded an outcome", r.Owner, r.Fence, r.Started.Format(time.RFC3339))
+		s += fmt.Sprintf("was started on %s (fence %d) at %s, which crashed before it recorded an outcome", r.Owner, r.Fence, stamp(r.Started))
 	default:
-		s += fmt.Sprintf("ran on %s (fence %d) from %s to %s: %s", r.Owner, r.Fence, r.Started.Format(time.RFC3339), r.Ended.Format(time.RFC3339), r.Status)
+		s += fmt.Sprintf("ran on %s (fence %d) from %s to %s: %s", r.Owner, r.Fence, stamp(r.Started), stamp(r.Ended), r.Status)
 	}
 	if r.Attempt > 1 {
 		s += fmt.Sprintf(" (attempt %d)", r.Attempt)

@@ -147,14 +147,14 @@ func writeRuns(io *IO, name string, runs []dlock.Run, missed []time.Time) error 
 	for _, r := range runs {
 		ended := "-"
 		if !r.Ended.IsZero() {
-			ended = r.Ended.UTC().Format(time.RFC3339)
+			ended = stamp(r.Ended)
 		}
 		state := string(r.State)
 		if r.Attempt > 1 {
 			state += fmt.Sprintf(" (attempt %d)", r.Attempt)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Slot, state, r.Owner, r.Fence,
-			r.Started.UTC().Format(time.RFC3339), ended, orDash(r.Status))
+			stamp(r.Started), ended, orDash(r.Status))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -164,6 +164,9 @@ func writeRuns(io *IO, name string, runs []dlock.Run, missed []time.Time) error 
 	}
 	return nil
 }
+
+// stamp shows a run's time as its one-line description does: UTC, ms.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 func orDash(s string) string {
 	if s == "" {
