@@ -158,8 +158,12 @@ func (w RunWrite) Claim(ctx context.Context, c redis.Scripter) (int64, driver.Ru
 	if err != nil {
 		return 0, driver.RunRecord{}, Classify(err)
 	}
-	code, _ := reply[0].(int64)
+	code, ok := int64(0), len(reply) > 0
+	if ok {
+		code, ok = reply[0].(int64)
+	}
 	switch {
+	case !ok:
 	case code == RunWritten:
 		return code, w.Rec, nil
 	case code == RunKept && len(reply) == 2:
