@@ -76,11 +76,34 @@
 // expiry), prefix{name}:queue, prefix{name}:waiters and prefix{name}:asks
 // (the fair queue, the waiters' deadlines and requests; they expire when
 // nobody waits), prefix{name}:watched (the watched mark, which expires
-// 30 s after a waiter last set it), and the channels prefix{name}:released and
-// prefix{name}:released:TOKEN (one per queued waiter). A '}' in a name is
-// stored as %7D. The fence counter is prefix + "fence", one per server, or
-// in a Cluster prefix + "fence:{TAG}", one per hash slot (TAG a short
-// string chosen to hash to the slot): a released name leaves no key.
+// 30 s after a waiter last set it), prefix{name}:runs and
+// prefix{name}:runs:slots (the run ledger, below; no expiry), and the
+// channels prefix{name}:released and prefix{name}:released:TOKEN (one per
+// queued waiter). A '}' in a name is stored as %7D. The fence counter is
+// prefix + "fence", one per server, or in a Cluster prefix + "fence:{TAG}",
+// one per hash slot (TAG a short string chosen to hash to the slot): a
+// released name leaves no key but its run ledger, if RunOnce used it.
+//
+// Run ledger. The driver is a driver.Ledger (Locker.RunOnce, Locker.Runs):
+// a name's runs are a hash, prefix{name}:runs, of records by slot (the
+// slot's Unix nanoseconds in 19 digits -> JSON: owner, fence, attempt,
+// schedule, start and end in Unix nanoseconds, status), plus the field
+// "fence", the highest fence a ledger write has carried; and an index of
+// its slots, prefix{name}:runs:slots (a sorted set). A claim and an
+// outcome are one script each, atomic and fenced: a write under a fence
+// below the highest is refused (driver.ErrNotHeld), fences compared as
+// decimal strings, exactly. The claim script drops the slots beyond the
+// newest keep (dlock.WithKeepRuns), so a name's ledger never holds more;
+// the keys have no expiry and nothing deletes them: they last as long as
+// the data set (a name no longer scheduled keeps its last keep runs until
+// deleted by hand). Runs is one HGETALL. The ledger needs what the locks
+// need, for longer: with appendonly yes a restart keeps it (every write
+// handed to the kernel survives a process crash; appendfsync always also a
+// host crash), without it a restart forgets which slots ran and a slot may
+// run again; and maxmemory-policy noeviction, as the other policies may
+// evict it once memory is full (Diagnose checks both). Under
+// Config.ReplicaSync a claim and an outcome count only once WAIT confirms
+// the replicas have them, as a grant does.
 //
 // ForceRelease (dlock admin) announces each eviction on the channel
 // prefix + "evicted" ("FENCE NAME"). A Locker that holds leases listens

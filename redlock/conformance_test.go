@@ -35,9 +35,8 @@ func TestConformance(t *testing.T) {
 			}
 		},
 		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.Lister,
-			dlocktest.ForceReleaser, dlocktest.SettingsReporter, dlocktest.LogSetter},
+			dlocktest.ForceReleaser, dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger},
 		Lacks: map[dlocktest.Capability]string{
-			dlocktest.Ledger:            "no run ledger",
 			dlocktest.Queuer:            "no node decides a queue for the majority: waiters are woken by pub/sub and race",
 			dlocktest.BatchReleaser:     "a release is sent to every node at once, one call per node",
 			dlocktest.EvictionWatcher:   "a force-release reaches the holder at its next refresh",
