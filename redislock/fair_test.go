@@ -192,13 +192,19 @@ func TestFairHandOff(t *testing.T) {
 	if exp := next.Expires(); exp.After(released.Add(time.Second)) {
 		t.Errorf("handed-off lease expires at %s, after release + the 1 s hand-off %s", exp, released.Add(time.Second))
 	}
-	for deadline := time.Now().Add(10 * time.Second); c.PTTL(ctx, keys.Lock("fair/handoff")).Val() < 30*time.Second; time.Sleep(10 * time.Millisecond) {
+	// The first refresh extends the lock in Redis, then the lease once its
+	// reply is read: wait for both.
+	extended := func() bool {
+		return c.PTTL(ctx, keys.Lock("fair/handoff")).Val() >= 30*time.Second && !next.Expires().Before(released.Add(30*time.Second))
+	}
+	for deadline := time.Now().Add(10 * time.Second); !extended(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the handed-off lock was never extended to its TTL: PTTL %s", c.PTTL(ctx, keys.Lock("fair/handoff")).Val())
+			t.Fatalf("the handed-off lock was never extended to its TTL: PTTL %s, the lease expires %s after the release",
+				c.PTTL(ctx, keys.Lock("fair/handoff")).Val(), next.Expires().Sub(released))
 		}
 	}
-	if next.Err() != nil || next.Expires().Before(released.Add(30*time.Second)) {
-		t.Errorf("after its first refresh the lease is %v, expires %s; want held until about release + 1m", next.Err(), next.Expires())
+	if next.Err() != nil {
+		t.Errorf("after its first refresh the lease is %v; want held", next.Err())
 	}
 	if n := c.Exists(ctx, keys.Queue("fair/handoff"), keys.Asks("fair/handoff")).Val(); n != 0 {
 		t.Errorf("%d queue keys left after the hand-off", n)
