@@ -3,9 +3,9 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test lint vet fmt staticcheck unit otel bench bench-compare bench-readme bench-render demo chaos chaos-render slots
+.PHONY: test lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-render demo chaos chaos-render slots
 
-test: lint unit otel
+test: lint unit otel examples-gocron
 
 lint: fmt vet staticcheck
 
@@ -28,6 +28,11 @@ unit:
 # the core does not depend on OpenTelemetry: vet, lint and test it apart.
 otel:
 	cd dlockotel && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... && $(GO) test -race -count=1 ./...
+
+# The gocron adapters (examples/gocron) are their own module too, so that
+# the core does not depend on gocron: vet, lint and test them apart.
+examples-gocron:
+	cd examples/gocron && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... && $(GO) test -race -count=1 ./...
 
 # The drivers' go test benchmarks (workloads from internal/benchwork).
 bench:
