@@ -28,9 +28,8 @@ func TestConformanceLease(t *testing.T) {
 		},
 		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
 			dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Migrator,
-			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.SettingsReporter},
+			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.SettingsReporter, dlocktest.Ledger},
 		Lacks: map[dlocktest.Capability]string{
-			dlocktest.Ledger:         "no run ledger",
 			dlocktest.Notifier:       "waiters queue in the table and the release NOTIFYs the head alone (Queuer)",
 			dlocktest.SessionWatcher: "a lease is a row with a TTL, not a session",
 			dlocktest.Describer:      "the portable TTL limits apply as they are",
@@ -53,9 +52,9 @@ func TestConformanceAdvisory(t *testing.T) {
 		},
 		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.BatchReleaser, dlocktest.Lister,
 			dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.SessionWatcher, dlocktest.Migrator,
-			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter},
+			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter,
+			dlocktest.Ledger},
 		Lacks: map[dlocktest.Capability]string{
-			dlocktest.Ledger:         "no run ledger",
 			dlocktest.Notifier:       "waiters wait in the server, in pg_advisory_lock (Queuer)",
 			dlocktest.BatchRefresher: "a session lock needs no refresh: each lease's check is its connection's health",
 			dlocktest.LogSetter:      "warnings go to the logger in the Open context",

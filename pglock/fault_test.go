@@ -95,7 +95,8 @@ func TestFaultMissingSchema(t *testing.T) {
 // reaches the schema names the fix (run dlock migrate), in both modes:
 // List, Inspect, ForceRelease, TryAcquire, Acquire and, in lease mode,
 // Release (an advisory release of a token with no session asks nothing of
-// the server), each as a *SchemaError. `dlock run` lists the name before it acquires (to refuse
+// the server), and the run ledger's ClaimRun, FinishRun and Runs, each
+// as a *SchemaError. `dlock run` lists the name before it acquires (to refuse
 // a semaphore's or an election's name), so a List without the fix made
 // the command's first error read "relation \"dlock_leases\" does not exist".
 func TestFaultMissingSchemaEveryPath(t *testing.T) {
@@ -107,10 +108,7 @@ func TestFaultMissingSchemaEveryPath(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			paths := []struct {
-				name string
-				call func(context.Context) error
-			}{
+			paths := []callPath{
 				{"List", func(c context.Context) error { _, err := l.List(c, ""); return err }},
 				{"Inspect", func(c context.Context) error { _, _, err := l.Inspect(c, "unmigrated"); return err }},
 				{"ForceRelease", func(c context.Context) error { _, _, _, err := l.ForceRelease(c, "unmigrated"); return err }},
@@ -121,6 +119,7 @@ func TestFaultMissingSchemaEveryPath(t *testing.T) {
 				}},
 				{"Release", func(c context.Context) error { return l.Driver().Release(c, "unmigrated", "tok") }},
 			}
+			paths = append(paths, ledgerPaths(l)...)
 			for _, p := range paths {
 				if p.name == "Release" && cfg.Mode == pglock.Advisory {
 					continue
@@ -153,6 +152,12 @@ func TestFaultMissingSchemaURL(t *testing.T) {
 		strings.Contains(err.Error(), srv.Password) || !strings.Contains(err.Error(), "mode=advisory") {
 		t.Errorf("TryAcquire without schema = %v; want the fix with the URL, without the password", err)
 	}
+}
+
+// callPath is one call of a Locker or driver, named for a failure.
+type callPath struct {
+	name string
+	call func(context.Context) error
 }
 
 func exec(t *testing.T, url, sql string) {

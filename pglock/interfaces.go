@@ -15,6 +15,7 @@ var (
 	_ driver.Migrator          = (*leases)(nil)
 	_ driver.MigrationReporter = (*leases)(nil)
 	_ driver.Diagnoser         = (*leases)(nil)
+	_ driver.Ledger            = (*leases)(nil)
 
 	_ driver.Queuer            = (*advisory)(nil)
 	_ driver.BatchReleaser     = (*advisory)(nil)
@@ -26,4 +27,5 @@ var (
 	_ driver.MigrationReporter = (*advisory)(nil)
 	_ driver.Diagnoser         = (*advisory)(nil)
 	_ driver.Describer         = (*advisory)(nil)
+	_ driver.Ledger            = (*advisory)(nil)
 )
