@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -137,7 +138,7 @@ func WithBackoff(min, max time.Duration) Option {
 func WithOwner(owner string) Option {
 	return func(s *settings) {
 		if owner == "" || len(owner) > 256 || !printable(owner) {
-			s.fail(invalid("owner %q: want 1 to 256 bytes of printable UTF-8, without control or bidirectional formatting characters", clip(owner)))
+			s.fail(invalid("owner %s: want 1 to 256 bytes of printable UTF-8, without control or bidirectional formatting characters", quoteClip(owner)))
 			return
 		}
 		s.owner = owner
@@ -224,7 +225,7 @@ func validName(name string) error {
 	case name == "":
 		return invalid("lock name is empty")
 	case len(name) > MaxNameLen:
-		return invalid("lock name %q is %d bytes, longer than %d", clip(name), len(name), MaxNameLen)
+		return invalid("lock name %s is %d bytes, longer than %d", quoteClip(name), len(name), MaxNameLen)
 	case !printable(name):
 		return invalid("lock name %q: want printable UTF-8 without control or bidirectional formatting characters", name)
 	}
@@ -258,4 +259,13 @@ func clip(s string) string {
 		return string(r[:maxShown]) + "…"
 	}
 	return s
+}
+
+// quoteClip quotes s as %q does, cut to maxShown runes with "…" after
+// the closing quote, so that the quote shows where the value was cut.
+func quoteClip(s string) string {
+	if r := []rune(s); len(r) > maxShown {
+		return strconv.Quote(string(r[:maxShown])) + "…"
+	}
+	return strconv.Quote(s)
 }

@@ -30,6 +30,8 @@ func TestFailuresAreOneLine(t *testing.T) {
 		{"negative period", []string{"run", "--once-per", "-1h", "x", "--", "true"}, ExitUsage},
 		{"malformed cron expression", []string{"run", "--schedule", "61 * * * *", "x", "--", "true"}, ExitUsage},
 		{"slots with permits", []string{"run", "--once-per", "1h", "--permits", "2", "x", "--", "true"}, ExitUsage},
+		{"keep-runs out of range", []string{"run", "--once-per", "1h", "--keep-runs", "0", "x", "--", "true"}, ExitUsage},
+		{"keep-runs without a slot", []string{"run", "--keep-runs", "5", "x", "--", "true"}, ExitUsage},
 		{"once-per and schedule", []string{"run", "--once-per", "1h", "--schedule", "@daily", "x", "--", "true"}, ExitUsage},
 		{"unknown scheme", []string{"--url", "foo://x", "ls"}, ExitUsage},
 		{"malformed URL", []string{"--url", "://nope", "ls"}, ExitUsage},

@@ -94,8 +94,10 @@ func (o *slotOptions) validate(permits int) error {
 		return usageErr("--retry-crashed goes with --once-per or --schedule")
 	case o.MinHold < 0 || o.MinHold > dlock.MaxTTL:
 		return usageErr("--min-hold %s is not from 0 to %s", o.MinHold, dlock.MaxTTL)
-	case o.KeepRuns < 1 || o.KeepRuns > 100000:
+	case slotted && (o.KeepRuns < 1 || o.KeepRuns > 100000):
 		return usageErr("--keep-runs %d is not from 1 to 100000", o.KeepRuns)
+	case !slotted && o.KeepRuns != 0 && o.KeepRuns != dlock.DefaultKeepRuns:
+		return usageErr("--keep-runs goes with --once-per or --schedule")
 	}
 	if o.Schedule != "" {
 		if _, err := parseSchedule(o.Schedule); err != nil {
