@@ -3,9 +3,9 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test lint vet fmt staticcheck unit otel bench bench-compare bench-readme demo chaos
+.PHONY: test lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-render demo chaos chaos-render slots
 
-test: lint unit otel
+test: lint unit otel examples-gocron
 
 lint: fmt vet staticcheck
 
@@ -29,6 +29,11 @@ unit:
 otel:
 	cd dlockotel && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... && $(GO) test -race -count=1 ./...
 
+# The gocron adapters (examples/gocron) are their own module too, so that
+# the core does not depend on gocron: vet, lint and test them apart.
+examples-gocron:
+	cd examples/gocron && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... && $(GO) test -race -count=1 ./...
+
 # The drivers' go test benchmarks (workloads from internal/benchwork).
 bench:
 	$(GO) test -run '^$$' -bench '^Benchmark(Uncontended|Contended)$$' -benchtime 2000x -p 1 ./filelock ./redislock ./redlock ./pglock ./etcdlock ./zklock
@@ -38,12 +43,23 @@ bench:
 bench-compare:
 	$(GO) run ./cmd/dlock bench --compare
 
-# Start every backend's test server, compare dlock with the hand-written
-# baselines, hold 10,000 leases, and rewrite docs/benchmarks.md and
-# docs/benchmarks.svg. DLOCK_BENCH_DURATION (default 3s per side and
-# workload) and DLOCK_BENCH_LEASES (default 10000) tune it.
+# Start every backend's test server; measure dlock against the strongest
+# hand-written baselines (bench --compare), 10,000 leases held (--leases),
+# the HTTP API (--serve), leader failover (--election) and a semaphore
+# (--semaphore); write docs/benchmarks.json, then render from it the
+# README's summary, docs/benchmarks.md and docs/benchmarks.svg.
+# DLOCK_BENCH_DURATION (default 3s per side and workload) and
+# DLOCK_BENCH_LEASES (default 10000) tune it. TestBenchDocsCurrent (in
+# make test) fails while any published figure differs from what
+# docs/benchmarks.json renders.
 bench-readme:
-	DLOCK_BENCH_UPDATE=1 $(GO) test -run '^TestRegenerateBench$$' -count=1 -v -timeout 30m ./internal/benchreport
+	DLOCK_BENCH_UPDATE=1 $(GO) test -run '^TestRegenerateBench$$' -count=1 -v -timeout 60m ./internal/benchreport
+
+# Render the published figures again from the committed
+# docs/benchmarks.json, measuring nothing (after a change to how they are
+# rendered, or to the prose around them).
+bench-render:
+	DLOCK_BENCH_RENDER=1 $(GO) test -run '^TestBenchDocsCurrent$$' -count=1 ./internal/benchreport
 
 demo:
 	$(GO) run ./cmd/dlock demo
@@ -56,3 +72,14 @@ CHAOS_TIMEOUT ?= 90m
 
 chaos:
 	DLOCK_CHAOS=full DLOCK_CHAOS_OUT=$(abspath $(CHAOS_OUT)) $(GO) test -count=1 -p 1 -v -timeout $(CHAOS_TIMEOUT) ./chaos/
+	$(MAKE) chaos-render
+
+# The README's fault-suite summary, rendered from chaos/RESULTS.md.
+chaos-render:
+	DLOCK_CHAOS_RENDER=1 $(GO) test -count=1 -run '^TestPublishedSummaryCurrent$$' ./chaos/
+
+# make slots: once per slot, 30 slots on every backend, five runner
+# processes whose clocks are off by up to 40% of the period (make test
+# runs 5 slots per backend).
+slots:
+	DLOCKTEST_SLOTS=30 $(GO) test -count=1 -p 1 -v -run 'TestConformance.*/RunOnce/Skew' -timeout 60m ./filelock ./redislock ./redlock ./pglock ./etcdlock ./zklock

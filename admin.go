@@ -59,8 +59,10 @@ func (l *Locker) lister() (driver.Lister, error) {
 }
 
 // ForceRelease frees name whoever holds it: the administrator's way out of
-// a wedged lock. It also raises the name's fence, so the evicted holder's
-// fenced writes are rejected from now on, and returns the evicted holder
+// a wedged lock. It also raises the name's fence, so that the next holder's
+// fence is above every earlier one: a fence-checking resource rejects the
+// evicted holder's writes once a write with a newer fence has reached it
+// (until then only the holder's loss stops it). It returns the evicted holder
 // (ok false when the lock was free) and the new fence. When the evicted
 // holder is a lease of this Locker, that lease has ended
 // (LostForceReleased) by the time ForceRelease returns, whatever the

@@ -55,8 +55,11 @@ type Lease struct {
 	hooks    []Hooks
 	reported atomic.Int32
 
-	mu       sync.Mutex
-	ttl      time.Duration
+	mu  sync.Mutex
+	ttl time.Duration
+	// window is the length expires was counted from: ttl, but for a
+	// provisional grant (driver.Grant.Window) until its first refresh.
+	window   time.Duration
 	expires  time.Time
 	err      error
 	released bool // Release has been called (the backend was asked)
@@ -89,10 +92,14 @@ func newLease(l leaseHost, req driver.Request, g driver.Grant, sent time.Time, a
 	if g.TTL > 0 {
 		ttl = g.TTL
 	}
+	window := ttl
+	if g.Window > 0 && g.Window < ttl {
+		window = g.Window
+	}
 	return &Lease{
 		host: l, name: req.Name, token: req.Token, owner: req.Owner,
-		fence: g.Fence, auto: auto, ttl: ttl,
-		expires: sent.Add(ttl - driver.ClockDrift(ttl)),
+		fence: g.Fence, auto: auto, ttl: ttl, window: window,
+		expires: sent.Add(window - driver.ClockDrift(window)),
 		done:    make(chan struct{}),
 	}
 }
@@ -196,7 +203,7 @@ func (ls *Lease) refreshed(sent time.Time, ttl time.Duration, err error) error {
 	case err == nil:
 		ls.mu.Lock()
 		if ls.err == nil {
-			ls.ttl, ls.expires = ttl, sent.Add(ttl-driver.ClockDrift(ttl))
+			ls.ttl, ls.window, ls.expires = ttl, ttl, sent.Add(ttl-driver.ClockDrift(ttl))
 		}
 		ls.mu.Unlock()
 		ls.host.leaseRefreshed(ls)

@@ -201,6 +201,9 @@ func (l *Locker) settingsFor(name string, opts []Option) (settings, error) {
 // up to the backend's granularity.
 func (l *Locker) backendTTL(ttl time.Duration) (time.Duration, error) {
 	if l.caps.MinTTL > 0 && ttl < l.caps.MinTTL {
+		if why := l.caps.MinTTLWhy; why != "" {
+			return 0, invalid("ttl %s is below this backend's minimum %s: %s", ttl, l.caps.MinTTL, why)
+		}
 		return 0, invalid("ttl %s is below this backend's minimum %s", ttl, l.caps.MinTTL)
 	}
 	if g := l.caps.TTLGranularity; g > 0 && ttl%g != 0 {

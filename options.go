@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -48,9 +49,13 @@ type settings struct {
 	backoffMax  time.Duration
 	owner       string
 	autoRefresh bool
-	logger      *slog.Logger // Locker-wide; nil means the driver's default
-	clock       Clock        // Locker-wide; nil means the host's clock
-	err         error        // the first invalid option, reported at use
+	// RunOnce's: rerun a crashed slot, hold at least, slots kept.
+	retryCrashed bool
+	minHold      time.Duration
+	keepRuns     int
+	logger       *slog.Logger // Locker-wide; nil means the driver's default
+	clock        Clock        // Locker-wide; nil means the host's clock
+	err          error        // the first invalid option, reported at use
 }
 
 func defaultSettings() settings {
@@ -61,6 +66,7 @@ func defaultSettings() settings {
 		backoffMax:  DefaultBackoffMax,
 		owner:       defaultOwner(),
 		autoRefresh: true,
+		keepRuns:    DefaultKeepRuns,
 	}
 }
 
@@ -132,10 +138,46 @@ func WithBackoff(min, max time.Duration) Option {
 func WithOwner(owner string) Option {
 	return func(s *settings) {
 		if owner == "" || len(owner) > 256 || !printable(owner) {
-			s.fail(invalid("owner %q: want 1 to 256 bytes of printable UTF-8, without control or bidirectional formatting characters", clip(owner)))
+			s.fail(invalid("owner %s: want 1 to 256 bytes of printable UTF-8, without control or bidirectional formatting characters", quoteClip(owner)))
 			return
 		}
 		s.owner = owner
+	}
+}
+
+// WithRetryCrashed makes RunOnce run a slot again whose runner crashed
+// (it started the run, recorded no outcome, and its lease is gone): at
+// least once instead of the default at most once. The job never runs
+// twice at the same time either way: the rerun holds the lock.
+func WithRetryCrashed(on bool) Option {
+	return func(s *settings) { s.retryCrashed = on }
+}
+
+// WithMinHold makes RunOnce keep the lock at least d after the run
+// started, even when the job ended sooner (ShedLock's lockAtLeastFor), for
+// schedulers that do not name slots: a second host firing within d finds
+// the lock held. 0 (the default) releases at the end of the job; d is at
+// most MaxTTL.
+func WithMinHold(d time.Duration) Option {
+	return func(s *settings) {
+		if d < 0 || d > MaxTTL {
+			s.fail(invalid("minimum hold %s out of range [0, %s]", d, MaxTTL))
+			return
+		}
+		s.minHold = d
+	}
+}
+
+// WithKeepRuns sets how many slots of a name the run ledger keeps (default
+// DefaultKeepRuns, at most 100000): RunOnce drops older ones as it
+// records a new one, so the ledger never grows without bound.
+func WithKeepRuns(n int) Option {
+	return func(s *settings) {
+		if n < 1 || n > 100000 {
+			s.fail(invalid("keep %d runs: want 1 to 100000", n))
+			return
+		}
+		s.keepRuns = n
 	}
 }
 
@@ -183,7 +225,7 @@ func validName(name string) error {
 	case name == "":
 		return invalid("lock name is empty")
 	case len(name) > MaxNameLen:
-		return invalid("lock name %q is %d bytes, longer than %d", clip(name), len(name), MaxNameLen)
+		return invalid("lock name %s is %d bytes, longer than %d", quoteClip(name), len(name), MaxNameLen)
 	case !printable(name):
 		return invalid("lock name %q: want printable UTF-8 without control or bidirectional formatting characters", name)
 	}
@@ -217,4 +259,13 @@ func clip(s string) string {
 		return string(r[:maxShown]) + "…"
 	}
 	return s
+}
+
+// quoteClip quotes s as %q does, cut to maxShown runes with "…" after
+// the closing quote, so that the quote shows where the value was cut.
+func quoteClip(s string) string {
+	if r := []rune(s); len(r) > maxShown {
+		return strconv.Quote(string(r[:maxShown])) + "…"
+	}
+	return strconv.Quote(s)
 }

@@ -204,7 +204,7 @@ func commonQuery(u *url.URL) (opts []Option, rest string, migrate bool, err erro
 			migrate = true
 		case "off":
 		default:
-			return nil, "", false, invalid("URL query migrate=%q: want auto or off", clip(v))
+			return nil, "", false, invalid("URL query migrate=%s: want auto or off", quoteClip(v))
 		}
 	}
 	v := *u

@@ -21,7 +21,7 @@ const unreachable = "127.0.0.1:1"
 // openBound is how long Open may take, against a 300ms deadline, before
 // the fuzzer calls it a hang. It is generous: today etcd Open with a user
 // and password ignores the deadline and takes its own 5 s dial timeout
-// (reported for etcdlock's owner; the seed corpus leaves that URL out so
+// (reported for etcdlock's owner; the fuzz corpus leaves that URL out so
 // that the root tests stay fast).
 const openBound = 10 * time.Second
 

@@ -41,7 +41,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"bidi isolate in a name", "a\u2067b", `\u2067`, nil},
 		{"line separator in a name", "a\u2028b", `\u2028`, nil},
 		{"bidi override in an owner", "x", `\u202e`, []dlock.Option{dlock.WithOwner("host\u202e1")}},
-		{"huge owner is not echoed whole", "x", "oooo…", []dlock.Option{dlock.WithOwner(strings.Repeat("o", 60<<10))}},
+		{"huge owner is not echoed whole", "x", `oooo"…`, []dlock.Option{dlock.WithOwner(strings.Repeat("o", 60<<10))}},
 	}
 	for _, c := range cases {
 		t.Run(c.what, func(t *testing.T) {

@@ -120,6 +120,23 @@ func (l *Locker) granted(req driver.Request, g driver.Grant, sent time.Time, s s
 	if sw, ok := l.drv.(driver.SessionWatcher); ok {
 		sw.WatchSession(req.Token, func() { ls.lose(LostSession, errSessionGone) })
 	}
+	if !s.autoRefresh && ls.window < ls.ttl {
+		return l.confirm(ls)
+	}
+	return ls, nil
+}
+
+// confirm extends a provisional grant (driver.Grant.Window) to its TTL
+// before the acquire returns, for a lease no watchdog will refresh: its
+// holder was promised the TTL. A grant that can no longer be extended is
+// released and reported as the backend error it is.
+func (l *Locker) confirm(ls *Lease) (*Lease, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), ls.Expires().Sub(l.clock.Now()))
+	defer cancel()
+	if err := ls.Refresh(ctx, ls.ttl); err != nil {
+		_ = ls.Release(context.Background())
+		return nil, backend("acquire", ls.Name(), fmt.Errorf("confirming a hand-off: %w", err))
+	}
 	return ls, nil
 }
 

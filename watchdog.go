@@ -97,11 +97,15 @@ func (s *schedule) due() time.Time {
 func scheduleFor(ls *Lease) *schedule {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	s := &schedule{ttl: ls.ttl, lossAt: ls.expires}
+	// The window is the TTL, or a provisional grant's shorter window
+	// until its first refresh: refreshed within a third of it, lost with
+	// a third left.
+	w := ls.window
+	s := &schedule{ttl: w, lossAt: ls.expires}
 	if ls.auto {
-		granted := ls.expires.Add(-(ls.ttl - driver.ClockDrift(ls.ttl)))
-		s.refreshAt = granted.Add(ls.ttl / 3)
-		s.lossAt = ls.expires.Add(-ls.ttl / 3)
+		granted := ls.expires.Add(-(w - driver.ClockDrift(w)))
+		s.refreshAt = granted.Add(w / 3)
+		s.lossAt = ls.expires.Add(-w / 3)
 	}
 	return s
 }

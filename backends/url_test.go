@@ -96,8 +96,8 @@ var seeds = map[string][]string{
 	"zk":   {"?session_timeout=3s;", "?session_timeout=3s", "?dial_timeout=2s", "/app?session_timeout=4s"},
 }
 
-// TestURLSettingsInForce runs the seeds: the fuzz body's checks, plus the
-// outcome each seed of the examples must have.
+// TestURLSettingsInForce runs every example URL through the fuzz body's
+// checks, and checks the outcome the examples above must have.
 func TestURLSettingsInForce(t *testing.T) {
 	bases := startBases(t)
 	must := map[string]bool{ // raw URL suffix → opens

@@ -27,7 +27,7 @@ const envChild = "DLOCK_CHAOS_CHILD"
 // Child roles.
 const (
 	roleHold = "hold" // acquire, print "held ...", hold until stdin EOF or death
-	roleRMW  = "rmw"  // acquire, read the counter, wait for "go", write it + 1
+	roleRMW  = "rmw"  // acquire, read the counter, wait for "go", write it + 1, say "wrote ..."
 )
 
 // childSpec is what a child process is asked to do.
@@ -68,8 +68,7 @@ func (c childSpec) run() error {
 		return err
 	}
 	ret := time.Now()
-	expires := ret.Add(time.Until(ls.Expires()))
-	fmt.Printf("held %d %d %d %d\n", ls.Fence(), call.UnixNano(), ret.UnixNano(), expires.UnixNano())
+	fmt.Printf("held %d %d %d %d\n", ls.Fence(), call.UnixNano(), ret.UnixNano(), wallExpiry(ls).UnixNano())
 	if c.Role == roleRMW {
 		return c.rmw(ctx, ls)
 	}
@@ -98,8 +97,18 @@ func (c childSpec) rmw(ctx context.Context, ls *dlock.Lease) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("wrote %v %d %d\n", ok, call.UnixNano(), time.Now().UnixNano())
+	ret := time.Now()
+	fmt.Printf("wrote %v %d %d %d\n", ok, call.UnixNano(), ret.UnixNano(), wallExpiry(ls).UnixNano())
 	return nil
+}
+
+// wallExpiry is ls's local expiry (Lease.Expires, on this process's
+// monotonic clock: the send time of the last confirmed grant or refresh,
+// plus the TTL, less a drift margin) as a wall-clock time that another
+// process on this host can compare.
+func wallExpiry(ls *dlock.Lease) time.Time {
+	now := time.Now()
+	return now.Add(ls.Expires().Sub(now))
 }
 
 // counters is the fenced resource of S1: one row per key.

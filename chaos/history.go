@@ -52,8 +52,11 @@ func (h *History) Grant(client int, f uint64, call, ret time.Time) {
 
 // End records that client stopped believing it holds the lock somewhere in
 // [call, ret]: a Release call, or the moment it was told of a loss (call ==
-// ret), or its death. A holder that is never told has no End: its holding
-// then lasts to the end of the history.
+// ret), or its death. A loss must be stamped where it happens (the
+// instant its lease's Done closed, or as soon after as can be observed):
+// a stamp taken late can fall after the next holder's grant and make the
+// history unlinearizable. A holder that is never told has no End: its
+// holding then lasts to the end of the history.
 func (h *History) End(client int, call, ret time.Time) {
 	h.add(op{Kind: opEnd, Client: client}, call, ret)
 }
@@ -62,6 +65,25 @@ func (h *History) End(client int, call, ret time.Time) {
 // [call, ret], and whether the resource accepted it.
 func (h *History) Write(client int, f uint64, accepted bool, call, ret time.Time) {
 	h.add(op{Kind: opWrite, Client: client, Fence: f, OK: accepted}, call, ret)
+}
+
+// ToldFrom returns a copy of h in which every end of client's holdings may
+// have happened as early as from: the history as it would be had the
+// client been told at from. A history unlinearizable only because a
+// holder was told of its loss late, after from, is linearizable in the
+// copy; one with any other fault (a fence not above, two holders before
+// from, a stale write accepted) is not. A scenario that states such an
+// exemption judges the copy.
+func (h *History) ToldFrom(client int, from time.Time) *History {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := &History{ops: append([]porcupine.Operation(nil), h.ops...)}
+	for i, o := range c.ops {
+		if in := o.Input.(op); in.Kind == opEnd && in.Client == client {
+			c.ops[i].Call = min(o.Call, from.UnixNano())
+		}
+	}
+	return c
 }
 
 // Len returns the number of recorded operations.

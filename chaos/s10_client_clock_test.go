@@ -48,6 +48,7 @@ func TestS10ClientClock(t *testing.T) {
 				}
 				if r.lin != nil {
 					stall.Unlinearizable++
+					t.Logf("stall trial %d: %v", i, r.lin)
 				}
 				if r.fenceBack {
 					fences.Violations++
@@ -61,6 +62,7 @@ func TestS10ClientClock(t *testing.T) {
 				}
 				if r.lin != nil {
 					step.Unlinearizable++
+					t.Logf("step trial %d: %v (told %s after the step, next grant %s after it)", i, r.lin, r.told, r.next)
 				}
 				step.Timings = append(step.Timings, r.told)
 			}

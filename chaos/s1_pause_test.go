@@ -77,9 +77,8 @@ func s1Trial(t *testing.T, b backend, locker *dlock.Locker, pool *pgxpool.Pool, 
 	}
 	var h History
 	a := startChild(t, childSpec{Role: roleRMW, URL: b.URL, Name: name, TTL: b.TTL, DB: dbURL, Key: name, Fenced: fenced})
-	fA, callA, retA, expA := held(t, a.expect("held", time.Minute))
+	fA, callA, retA, _ := held(t, a.expect("held", time.Minute))
 	h.Grant(1, fA, callA, retA)
-	h.End(1, expA, expA) // its lease promises nothing past its local expiry
 	a.expect("read", 30*time.Second)
 	a.signal(syscall.SIGSTOP)
 	paused := time.Now()
@@ -110,7 +109,14 @@ func s1Trial(t *testing.T, b backend, locker *dlock.Locker, pool *pgxpool.Pool, 
 	a.signal(syscall.SIGCONT)
 	a.send("go")
 	w := a.expect("wrote", 30*time.Second)
+	if len(w) != 4 {
+		t.Fatalf("wrote line %q", w)
+	}
 	okA, _ := strconv.ParseBool(w[0])
 	h.Write(1, fA, okA, unixNano(w[1]), unixNano(w[2]))
+	// Its lease promises nothing past its local expiry: that of the last
+	// refresh it saw confirmed, before or during the pause.
+	expA := unixNano(w[3])
+	h.End(1, expA, expA)
 	return okA, retB.Sub(paused), h.Check()
 }

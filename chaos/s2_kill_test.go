@@ -9,7 +9,7 @@ import (
 	"github.com/dlockdev/dlock"
 )
 
-// killGrace is the slack S2 allows past the bound: the 200 ms.
+// killGrace is the slack S2 allows past the bound: 200 ms.
 const killGrace = 200 * time.Millisecond
 
 // TestS2ClientKilledWhileHolding: a holder process is SIGKILLed; the next
@@ -71,15 +71,16 @@ func s2Trial(t *testing.T, b backend, locker *dlock.Locker, trial int) (d time.D
 	// lands mid-lease rather than right after the grant.
 	time.Sleep(b.TTL / 2)
 	killed := time.Now()
-	a.kill()
-	h.End(1, killed, killed)
+	a.kill() // returns once the child is reaped: it died in between
+	h.End(1, killed, time.Now())
 	ctx := context.Background()
+	call := time.Now()
 	ls, err := locker.Acquire(ctx, name, dlock.WithWait(3*b.TTL+10*time.Second))
+	granted := time.Now()
 	if err != nil {
 		t.Fatalf("next holder: %v", err)
 	}
-	granted := time.Now()
-	h.Grant(2, ls.Fence(), killed, granted)
+	h.Grant(2, ls.Fence(), call, granted)
 	rc := time.Now()
 	_ = ls.Release(ctx)
 	h.End(2, rc, time.Now())

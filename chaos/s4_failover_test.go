@@ -20,7 +20,7 @@ import (
 // (the negative control; its fence must still be higher). With
 // replica_sync=1 the grant is refused and rolled back: 0 double grants.
 // The third case detaches the replica after a synced grant, while
-// refreshes go on: replica_sync does not wait for refreshes (issue 10 §4).
+// refreshes go on: replica_sync must wait for the replicas on refreshes too.
 func TestS4RedisFailover(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -51,6 +51,7 @@ func TestS4RedisFailover(t *testing.T) {
 				}
 				if r.lin != nil {
 					row.Unlinearizable++
+					t.Logf("trial %d: %v", i, r.lin)
 				}
 				row.Timings = append(row.Timings, r.next)
 			}
@@ -88,16 +89,18 @@ func s4Trial(t *testing.T, sync, late bool, trial int) s4Result {
 		detach(t, r)
 	}
 	var h History
+	stamps := stampEnds(a)
 	call := time.Now()
 	ls, err := a.TryAcquire(ctx, name)
+	ret := time.Now()
 	if err != nil {
 		if sync {
 			return s4Result{refused: true}
 		}
 		t.Fatalf("grant on the primary: %v", err)
 	}
-	h.Grant(1, ls.Fence(), call, time.Now())
-	told := doneAt(ls)
+	h.Grant(1, ls.Fence(), call, ret)
+	told := stamps.endedAt(ls)
 	if late {
 		detach(t, r)
 		time.Sleep(2 * b.TTL) // refreshes reach the primary only
@@ -109,10 +112,10 @@ func s4Trial(t *testing.T, sync, late bool, trial int) s4Result {
 	defer next.Close()
 	call = time.Now()
 	nl, err := next.Acquire(ctx, name, dlock.WithWait(3*b.TTL+5*time.Second))
+	at := time.Now()
 	if err != nil {
 		t.Fatalf("second holder on the promoted replica: %v", err)
 	}
-	at := time.Now()
 	double := ls.Err() == nil
 	h.Grant(2, nl.Fence(), call, at)
 	select {
@@ -134,14 +137,4 @@ func detach(t *testing.T, r *testserver.RedisServer) {
 	if err := r.Promote(context.Background()); err != nil {
 		t.Fatalf("detach replica: %v", err)
 	}
-}
-
-// doneAt reports when the lease's Done closed, measured as it happens.
-func doneAt(ls *dlock.Lease) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	go func() {
-		<-ls.Done()
-		ch <- time.Now()
-	}()
-	return ch
 }

@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// s5TTL is the lease length of S5: the issue measured wrongful losses
+// s5TTL is the lease length of S5: wrongful losses were measured
 // during an ordinary election at 3 s (3 of 5) and none at 6 s; etcdlock's
 // minimum is now 8 election timeouts (8 s for the test cluster's 1 s).
 const s5TTL = 8 * time.Second
@@ -74,13 +74,15 @@ func s5Trial(t *testing.T, c *testserver.EtcdClusterServer, a, other *dlock.Lock
 	ctx := context.Background()
 	name := lockName("s5", trial)
 	var h History
+	stamps := stampEnds(a)
 	call := time.Now()
 	ls, err := a.Acquire(ctx, name, dlock.WithWait(30*time.Second))
+	ret := time.Now()
 	if err != nil {
 		t.Fatalf("holder: %v", err)
 	}
-	h.Grant(1, ls.Fence(), call, time.Now())
-	told := doneAt(ls)
+	h.Grant(1, ls.Fence(), call, ret)
+	told := stamps.endedAt(ls)
 	victims := s5Victims(t, c, kill)
 	killed := time.Now()
 	for _, m := range victims {

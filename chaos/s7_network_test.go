@@ -72,9 +72,13 @@ func s7Case(t *testing.T, b backend, addr string, f networkFault) {
 	bound := 2*b.TTL/3 + rttSlack
 	row := Row{Scenario: "S7 network fault on the holder's link: " + f.name, Backend: b.Name, Expect: ExpectSafe,
 		Metric: "fault→holder told"}
+	if serverSeesFirst(b, f) {
+		row.Expect, row.Exempt = ExpectExempt, serverFirstReason
+	}
 	next := openLocker(t, b, dlock.WithTTL(b.TTL))
 	var late, overlap, kept int
 	var nexts []time.Duration
+	var doubled time.Duration
 	for i := range trials(1) {
 		p := testserver.NewProxy(t, addr)
 		pb := b
@@ -104,29 +108,40 @@ func s7Case(t *testing.T, b backend, addr string, f networkFault) {
 		if r.overlap {
 			overlap++
 		}
-		if (r.overlap && !serverSeesFirst(b, f)) || r.kept || told > bound {
+		if (r.overlap && !serverSeesFirst(b, f)) || r.kept || told > bound || r.fenceBack {
 			row.Violations++
 		}
 		if r.lin != nil {
 			row.Unlinearizable++
-			t.Logf("trial %d: %v", i, r.lin)
+			t.Logf("trial %d: %v (next holder granted %s after the fault, holder told %s after it)", i, r.lin, r.faulted.Add(r.next).Sub(injected), told)
+			// The exemption covers a holder told late, after the
+			// fault, and nothing else.
+			if serverSeesFirst(b, f) && r.history.ToldFrom(1, injected).Check() == nil {
+				row.Exempted++
+				doubled = max(doubled, r.doubled)
+			}
 		}
 	}
-	row.Note = fmt.Sprintf("bound %s; told late: %d, overlap: %d, never told: %d; fault→next grant p50 %s p99 %s",
-		bound.Round(time.Millisecond), late, overlap, kept, fmtDur(Percentile(nexts, 50)), fmtDur(Percentile(nexts, 99)))
-	if serverSeesFirst(b, f) {
-		row.Note += "; an overlap here is measured, not a violation: the server frees a session-bound lock when it sees the reset, which can be before the holder's client does (fencing protects the resource)"
+	row.Note = fmt.Sprintf("bound 2·TTL/3 + %s = %s; told late: %d, overlap: %d, never told: %d; fault→next grant p50 %s p99 %s",
+		rttSlack, bound.Round(time.Millisecond), late, overlap, kept, fmtDur(Percentile(nexts, 50)), fmtDur(Percentile(nexts, 99)))
+	if row.Expect == ExpectExempt && doubled > 0 {
+		row.Note += fmt.Sprintf("; longest double holding %s", fmtDur(doubled))
 	}
 	report(t, row)
 }
+
+// serverFirstReason is the exemption of serverSeesFirst's rows.
+const serverFirstReason = "the server frees a session-bound lock as soon as it sees the reset, which can be before the holder's client sees its own side closed: a second holder is granted while the first still believes, until its client is told (fencing protects the resource)"
 
 // serverSeesFirst reports a fault that the server can see before the
 // holder's client: a reset of the server's side of the link ends a
 // session-bound lease (Postgres advisory) in the server at once, and the
 // next waiter can be granted a moment before the holder's client sees its
 // own side closed. No client can be told earlier than its connection
-// says; the overlap is reported, and the other rules (told within the
-// bound, told at all) still hold.
+// says: such a row is exempt from the no-overlap rule for the trials
+// whose history is linearizable once the holder is taken to have stopped
+// at the fault; the other rules (told within the bound, told at all,
+// fences rising) still hold.
 func serverSeesFirst(b backend, f networkFault) bool {
 	return b.Session && f.name == "reset_peer"
 }

@@ -17,8 +17,8 @@ import (
 // unanswered; then the server resumes and runs whatever it had received.
 // An attempt the client abandoned must not leave the lock held by nobody:
 // it must be free at once, with nothing left behind. It also measures how
-// long after its deadline each waiter returned (the issue asks that every
-// call return by the caller's deadline, cleanup included).
+// long after its deadline each waiter returned (every call must return by
+// the caller's deadline, cleanup included).
 func TestS8StormOnStalledServer(t *testing.T) {
 	rs := testserver.Redis(t)
 	pg := testserver.Postgres(t)
@@ -34,8 +34,8 @@ func TestS8StormOnStalledServer(t *testing.T) {
 	}
 	for _, c := range cases {
 		if c.b.Name == "redis" && !fullRun() {
-			// Its waiters return up to 20 s late today (issue 10 §2): too
-			// slow for the short run's budget. make chaos runs it.
+			// Its waiters once returned up to 20 s late: left out of the
+			// short run's budget. make chaos runs it.
 			continue
 		}
 		t.Run(c.b.Name, func(t *testing.T) {

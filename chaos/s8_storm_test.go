@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// stormWaiters is the 200 waiters.
+// stormWaiters is the storm's 200 waiters.
 const stormWaiters = 200
 
 // TestS8CancellationStorm: 200 waiters queue behind a holder and cancel
@@ -77,10 +77,11 @@ func s8Trial(t *testing.T, b backend, holder *dlock.Locker, waiters []*dlock.Loc
 	var h History
 	call := time.Now()
 	ls, err := holder.Acquire(ctx, name)
+	ret := time.Now()
 	if err != nil {
 		t.Fatalf("holder: %v", err)
 	}
-	h.Grant(0, ls.Fence(), call, time.Now())
+	h.Grant(0, ls.Fence(), call, ret)
 	var r s8Result
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -92,10 +93,11 @@ func s8Trial(t *testing.T, b backend, holder *dlock.Locker, waiters []*dlock.Loc
 			defer cancel()
 			call := time.Now()
 			got, err := waiters[i%len(waiters)].Acquire(wctx, name, dlock.WithWait(10*time.Second))
+			ret := time.Now()
 			if err == nil {
+				h.Grant(i+1, got.Fence(), call, ret)
 				mu.Lock()
 				r.granted++
-				h.Grant(i+1, got.Fence(), call, time.Now())
 				mu.Unlock()
 				rc := time.Now()
 				_ = got.Release(ctx)
@@ -113,16 +115,18 @@ func s8Trial(t *testing.T, b backend, holder *dlock.Locker, waiters []*dlock.Loc
 	released := time.Now()
 	h.End(0, rc, released)
 	next, err := holder.TryAcquire(ctx, name)
+	ret = time.Now()
 	r.freeAtOnce = err == nil
 	if err != nil {
 		t.Logf("TryAcquire right after the release: %v", err)
 		next, err = holder.Acquire(ctx, name, dlock.WithWait(3*b.TTL+10*time.Second))
+		ret = time.Now()
 		if err != nil {
 			t.Fatalf("lock never free after the storm: %v", err)
 		}
 	}
-	r.next = time.Since(released)
-	h.Grant(-1, next.Fence(), rc, time.Now())
+	r.next = ret.Sub(released)
+	h.Grant(-1, next.Fence(), rc, ret)
 	rc = time.Now()
 	if err := next.Release(ctx); err != nil {
 		t.Errorf("release after the storm: %v", err)

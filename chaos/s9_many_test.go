@@ -20,7 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// s9Size is the 10,000 leases for 60 s (the short run: 500 for 4 s).
+// s9Size is the scenario's 10,000 leases for 60 s (the short run: 500 for 4 s).
 func s9Size() (n int, hold time.Duration) {
 	if fullRun() {
 		return 10_000, 60 * time.Second

@@ -14,14 +14,22 @@ import (
 type Expectation int
 
 const (
-	// ExpectSafe rows must have zero violations.
+	// ExpectSafe rows must have zero violations and, when they record
+	// histories, zero unlinearizable ones.
 	ExpectSafe Expectation = iota
 	// ExpectViolation rows are negative controls: they must reproduce the
-	// known violation at least once, or the suite is blind to it.
+	// known violation at least once, and, when they record histories, the
+	// checker must refuse at least one, or the suite is blind to it.
 	ExpectViolation
 	// ExpectReport rows measure and report without a pass/fail rule
-	// (a known open bug, or a property the issue asks to document).
+	// (a property documented rather than promised).
 	ExpectReport
+	// ExpectExempt rows are judged as ExpectSafe, except that trials
+	// showing one stated exception (Row.Exempt says which and why) are
+	// counted apart, in Row.Exempted, instead of failing the row. The
+	// table prints them as "EXEMPT n of N", never as PASS; a row without
+	// a stated reason fails.
+	ExpectExempt
 )
 
 // String is the short form used in the table.
@@ -31,13 +39,15 @@ func (e Expectation) String() string {
 		return "0"
 	case ExpectViolation:
 		return "≥1 (control)"
+	case ExpectExempt:
+		return "0 (exemption stated)"
 	}
 	return "report"
 }
 
 // Row is one verdict: a scenario case run against one backend.
 type Row struct {
-	// Scenario is the issue's label and case, e.g. "S1 pause, fenced".
+	// Scenario is the scenario's label and case, e.g. "S1 pause, fenced".
 	Scenario string
 	// Backend names the backend and its mode, e.g. "postgres (lease)".
 	Backend string
@@ -50,6 +60,11 @@ type Row struct {
 	// Unlinearizable counts trials whose recorded history porcupine could
 	// not linearize; -1 when the scenario records no history.
 	Unlinearizable int
+	// Exempted counts, in an ExpectExempt row, the trials whose
+	// unlinearizable history the exemption explains.
+	Exempted int
+	// Exempt is an ExpectExempt row's exception and the reason for it.
+	Exempt string
 	// Metric names what Timings measure, e.g. "kill→grant".
 	Metric string
 	// Timings are one measurement per trial (or per event).
@@ -61,13 +76,18 @@ type Row struct {
 	Known string
 }
 
-// Pass reports whether the row meets its expectation.
+// Pass reports whether the row meets its expectation. The checker gates
+// the verdict: an unlinearizable history fails a safety row even when the
+// row's own rules counted no violation, and a control passes only when
+// the checker refused one of its histories too.
 func (r Row) Pass() bool {
 	switch r.Expect {
 	case ExpectSafe:
-		return r.Violations == 0
+		return r.Violations == 0 && r.Unlinearizable <= 0
+	case ExpectExempt:
+		return r.Exempt != "" && r.Violations == 0 && r.Unlinearizable <= r.Exempted
 	case ExpectViolation:
-		return r.Violations > 0
+		return r.Violations > 0 && r.Unlinearizable != 0
 	}
 	return true
 }
@@ -78,12 +98,20 @@ func (r Row) verdict() string {
 		return "measured"
 	case r.Pass() && r.Expect == ExpectViolation:
 		return "PASS (reproduced)"
+	case r.Pass() && r.Expect == ExpectExempt:
+		return fmt.Sprintf("EXEMPT %d of %d", r.Exempted, r.Trials)
 	case r.Pass():
 		return "PASS"
+	case r.Expect == ExpectViolation && r.Violations > 0:
+		return "FAIL (checker blind: no history refused)"
 	case r.Expect == ExpectViolation:
 		return "FAIL (blind: not reproduced)"
+	case r.Expect == ExpectExempt && r.Exempt == "":
+		return "FAIL (exemption without a reason)"
 	case r.Known != "":
 		return "FAIL (open bug: " + r.Known + ")"
+	case r.Violations == 0:
+		return "FAIL (unlinearizable)"
 	}
 	return "FAIL"
 }
@@ -140,7 +168,7 @@ func (t *Table) Markdown(w io.Writer, header string) error {
 			p50, p99 = fmtDur(Percentile(r.Timings, 50)), fmtDur(Percentile(r.Timings, 99))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s |\n",
-			r.Scenario, r.Backend, r.Expect, r.Trials, r.Violations, lin, dash(r.Metric), p50, p99, r.verdict(), dash(r.Note))
+			r.Scenario, r.Backend, r.Expect, r.Trials, r.Violations, lin, dash(r.Metric), p50, p99, r.verdict(), dash(r.note()))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -157,6 +185,18 @@ func (t *Table) WriteFile(path, header string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// note is the Note column: the row's note and, for an exempt row, its
+// stated exception.
+func (r Row) note() string {
+	if r.Expect != ExpectExempt || r.Exempt == "" {
+		return r.Note
+	}
+	if r.Note == "" {
+		return "exempt: " + r.Exempt
+	}
+	return r.Note + "; exempt: " + r.Exempt
 }
 
 func dash(s string) string {

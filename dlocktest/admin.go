@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/driver"
 )
 
 // testAdmin checks Inspect, List and ForceRelease on drivers that implement
@@ -20,11 +19,11 @@ func (s *suite) testAdmin(t *testing.T) {
 func (s *suite) testInspectList(t *testing.T) {
 	l := s.locker(t)
 	ctx := s.ctx(t)
-	if _, ok := l.Driver().(driver.Lister); !ok {
+	if !s.provides(Lister) {
 		if _, err := l.List(ctx, ""); !errors.Is(err, dlock.ErrUnsupported) {
 			t.Errorf("List on a driver without Lister = %v, want ErrUnsupported", err)
 		}
-		t.Skip("driver does not implement driver.Lister")
+		s.skipLacking(t, Lister)
 	}
 	prefix := s.name(t) + "/"
 	ls := s.acquire(t, l, prefix+"held", dlock.WithOwner(holderOwner), dlock.WithTTL(s.longTTL()))
@@ -66,17 +65,17 @@ func (s *suite) testForceRelease(t *testing.T) {
 	l := s.locker(t)
 	ctx := s.ctx(t)
 	name := s.name(t)
-	if _, ok := l.Driver().(driver.ForceReleaser); !ok {
+	if !s.provides(ForceReleaser) {
 		if _, _, _, err := l.ForceRelease(ctx, name); !errors.Is(err, dlock.ErrUnsupported) {
 			t.Errorf("ForceRelease on a driver without ForceReleaser = %v, want ErrUnsupported", err)
 		}
-		t.Skip("driver does not implement driver.ForceReleaser")
+		s.skipLacking(t, ForceReleaser)
 	}
 	vl := s.locker(t)
 	victim := s.acquire(t, vl, name, dlock.WithOwner(holderOwner), dlock.WithTTL(s.stallTTL()))
 	// A backend that pushes evictions tells the holder at once; the
 	// Locker subscribes in the background when its first lease starts.
-	_, pushes := vl.Driver().(driver.EvictionWatcher)
+	pushes := s.provides(EvictionWatcher)
 	if pushes {
 		time.Sleep(100 * time.Millisecond)
 	}

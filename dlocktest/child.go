@@ -22,11 +22,13 @@ const childOK = "dlocktest-child: ok"
 
 // Child roles.
 const (
-	roleCounter = "counter" // N locked read-modify-writes of File
-	roleHold    = "hold"    // acquire Names[0], print "held FENCE", wait for stdin EOF
-	roleAll     = "all"     // N rounds of AcquireAll(Names) + ReleaseAll
-	rolePermit  = "permit"  // a permit of semaphore Names[0] (N permits), then as hold
-	roleLeader  = "leader"  // campaign in election Names[0], then as hold
+	roleCounter  = "counter"  // N locked read-modify-writes of File
+	roleHold     = "hold"     // acquire Names[0], print "held FENCE", wait for stdin EOF
+	roleAll      = "all"      // N rounds of AcquireAll(Names) + ReleaseAll
+	rolePermit   = "permit"   // a permit of semaphore Names[0] (N permits), then as hold
+	roleLeader   = "leader"   // campaign in election Names[0], then as hold
+	roleSlots    = "slots"    // N slots of Period from First, clock off by Skew (RunOnce)
+	roleSlotHang = "slothang" // claim the slot at First, print "running", hang
 )
 
 // childSpec is what a child process is asked to do.
@@ -37,6 +39,11 @@ type childSpec struct {
 	File  string
 	N     int
 	TTL   time.Duration
+	// Period, Skew and First (Unix ns) are the slots role's schedule, its
+	// clock's offset, and the first slot.
+	Period time.Duration
+	Skew   time.Duration
+	First  int64
 }
 
 func (c childSpec) opts() []dlock.Option {
@@ -51,6 +58,9 @@ func (c childSpec) opts() []dlock.Option {
 func (c childSpec) run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	if c.Role == roleSlots {
+		return c.slots(ctx) // opens its Locker with a clock of its own
+	}
 	l, err := dlock.Open(ctx, c.URL)
 	if err != nil {
 		return err
@@ -69,6 +79,8 @@ func (c childSpec) run() error {
 			return err
 		}
 		return c.keep(sem.Acquire(ctx))
+	case roleSlotHang:
+		return c.slotHang(ctx, l)
 	case roleLeader:
 		el, err := l.Election(c.Names[0], c.opts()...)
 		if err != nil {

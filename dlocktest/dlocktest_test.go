@@ -41,5 +41,22 @@ func TestSuiteOnFlock(t *testing.T) {
 			// every operation fails as a transport error would.
 			return l, func() { _ = os.Remove(own); _ = os.Mkdir(own, 0o700) }
 		},
+		Lacks: flockLacks(),
 	})
+}
+
+// flockLacks declares every optional interface lacking: the flock driver
+// is the smallest a driver can be, so that the suite's own machinery is
+// tested on the required methods alone.
+func flockLacks() map[dlocktest.Capability]string {
+	m := map[dlocktest.Capability]string{}
+	for _, c := range []dlocktest.Capability{
+		dlocktest.Notifier, dlocktest.Queuer, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
+		dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.SessionWatcher,
+		dlocktest.Migrator, dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.Describer,
+		dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger,
+	} {
+		m[c] = "a minimal driver: the required methods only"
+	}
+	return m
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/driver"
 )
 
 // testElection: one leader at a time; Leader and Observe report it and its
@@ -63,7 +62,7 @@ func (s *suite) testElection(t *testing.T) {
 		t.Errorf("term %d after term %d, want strictly increasing", b.Fence(), a.Fence())
 	}
 	expectLeader(t, seen, "http://b:1", b.Fence(), s.slack())
-	if _, ok := lb.Driver().(driver.ForceReleaser); !ok {
+	if !s.provides(ForceReleaser) {
 		release(t, b)
 		return
 	}

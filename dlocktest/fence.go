@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/driver"
 )
 
 // fences tracks the highest fence seen for one name.
@@ -40,7 +39,7 @@ func (s *suite) testFencesIncrease(t *testing.T) {
 	if s.h.Steal != nil && s.h.Expire != nil {
 		f.acrossSteal()
 	}
-	if _, ok := f.l1.Driver().(driver.ForceReleaser); ok {
+	if f.s.provides(ForceReleaser) {
 		f.acrossForceRelease()
 	}
 }

@@ -54,4 +54,14 @@ type Harness struct {
 	// than a TTL (Postgres advisory): the suite then skips expiry-based
 	// tests whose premise does not apply and expects loss on session end.
 	SessionBound bool
+
+	// Provides and Lacks declare the optional driver interfaces
+	// (Capability) the driver implements, and why it lacks each of the
+	// others. Every Capability is declared one way or the other: the
+	// suite fails when a provided one is missing (a changed signature
+	// would otherwise drop the driver back to polling, or to
+	// ErrUnsupported, with every test of it skipped and the suite green),
+	// and skips a test only for what is declared lacking, with the reason.
+	Provides []Capability
+	Lacks    map[Capability]string
 }

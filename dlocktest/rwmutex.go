@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/driver"
 )
 
 // testRWMutexPreference: two readers hold at once; a writer waits for
@@ -165,8 +164,8 @@ func (s *suite) testRWMutexLoss(t *testing.T) {
 	s.needLister(t)
 	s.needRWMutex(t)
 	l := s.locker(t)
-	if _, ok := l.Driver().(driver.ForceReleaser); !ok {
-		t.Skip("driver does not implement driver.ForceReleaser")
+	if !s.provides(ForceReleaser) {
+		s.skipLacking(t, ForceReleaser)
 	}
 	ctx := s.ctx(t)
 	m, err := l.RWMutex(s.name(t), s.opts(dlock.WithTTL(s.stallTTL()))...)

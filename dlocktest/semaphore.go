@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/driver"
 )
 
 // Semaphore contention sizes.
@@ -209,7 +208,7 @@ func (s *suite) testSemaphoreWake(t *testing.T) {
 	defer release(t, ls)
 	latency := at.Sub(released)
 	t.Logf("waiter got a permit %s after the release", latency)
-	if notifies(wl) && latency > wakeBackoff/5 {
+	if s.notifies() && latency > wakeBackoff/5 {
 		t.Errorf("waiter got a permit %s after the release; the driver notifies or queues, so the release should wake it (polling backoff %s+)", latency, wakeBackoff)
 	}
 }
@@ -221,8 +220,8 @@ func (s *suite) testSemaphoreLoss(t *testing.T) {
 	l := s.locker(t)
 	ctx := s.ctx(t)
 	sem, _ := l.Semaphore(s.name(t), 2, s.opts(dlock.WithTTL(s.stallTTL()))...)
-	if _, ok := l.Driver().(driver.ForceReleaser); !ok {
-		t.Skip("driver does not implement driver.ForceReleaser")
+	if !s.provides(ForceReleaser) {
+		s.skipLacking(t, ForceReleaser)
 	}
 	victim := s.permit(t, sem)
 	time.Sleep(100 * time.Millisecond) // eviction watchers subscribe in the background
@@ -271,10 +270,10 @@ func (s *suite) testSemaphoreCrash(t *testing.T) {
 // acting without its listing.
 func (s *suite) needLister(t *testing.T) {
 	t.Helper()
-	l := s.locker(t)
-	if _, ok := l.Driver().(driver.Lister); ok {
+	if s.provides(Lister) {
 		return
 	}
+	l := s.locker(t)
 	sem, err := l.Semaphore(s.name(t, "unlisted"), 2, s.opts()...)
 	if err != nil {
 		t.Fatal(err)
@@ -282,16 +281,15 @@ func (s *suite) needLister(t *testing.T) {
 	if _, err := sem.TryAcquire(s.ctx(t)); !errors.Is(err, dlock.ErrUnsupported) {
 		t.Fatalf("semaphore on a driver without a Lister: %v, want ErrUnsupported", err)
 	}
-	t.Skip("driver does not implement driver.Lister: semaphores, read-write locks and elections need it")
+	t.Skipf("semaphores, read-write locks and elections need driver.Lister, which the driver lacks: %s", s.h.Lacks[Lister])
 }
 
 // testSemaphoreFIFO: on a backend that queues waiters (driver.Queuer),
 // waiters for a semaphore's only permit get it in the order they came.
 func (s *suite) testSemaphoreFIFO(t *testing.T) {
 	s.needLister(t)
-	l := s.locker(t)
-	if _, ok := l.Driver().(driver.Queuer); !ok {
-		t.Skip("driver does not queue waiters: no FIFO order to check")
+	if !s.provides(Queuer) {
+		s.skipLacking(t, Queuer)
 	}
 	name := s.name(t)
 	ctx := s.ctx(t)

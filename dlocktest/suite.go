@@ -44,9 +44,12 @@ type suite struct {
 // and an election (one leader, Leader and Observe, increasing terms, a
 // force-released term lost, a SIGKILLed leader replaced within the TTL).
 //
-// Tests whose premise the backend does not meet (no URL for child
-// processes, no Expire/Steal/NewStoppable hooks, a session-bound backend
-// for TTL expiry, optional driver interfaces) are skipped with the reason.
+// The harness declares which optional driver interfaces the driver
+// implements and why it lacks the others; the first subtest checks that
+// declaration against the driver. Tests whose premise the backend does
+// not meet (no URL for child processes, no Expire/Steal/NewStoppable
+// hooks, a session-bound backend for TTL expiry, an interface declared
+// lacking) are skipped with the reason.
 // Timing bounds are generous: the suite checks behaviour, never speed.
 func Run(t *testing.T, h Harness) {
 	if h.New == nil {
@@ -69,6 +72,7 @@ type subtest struct {
 // tests lists the behaviours in the order they run.
 func (s *suite) tests() []subtest {
 	return []subtest{
+		{"Capabilities", s.testCapabilities},
 		{"InvalidArguments", s.testInvalidArguments},
 		{"AcquireRelease", s.testAcquireRelease},
 		{"ReleaseCanceledContext", s.testReleaseCanceledContext},
@@ -101,6 +105,7 @@ func (s *suite) tests() []subtest {
 		{"RWMutexLoss", s.testRWMutexLoss},
 		{"Election", s.testElection},
 		{"ElectionCrash", s.testElectionCrash},
+		{"RunOnce", s.testRunOnce},
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/driver"
 )
 
 // wakeBackoff is the slow polling backoff of the wake-up test's waiter: a
@@ -111,16 +110,10 @@ func (s *suite) testWakeUp(t *testing.T) {
 	defer release(t, lb)
 	latency := at.Sub(released)
 	t.Logf("waiter got the lock %s after the release", latency)
-	if notifies(b) && latency > wakeBackoff/2 {
+	if s.notifies() && latency > wakeBackoff/2 {
 		t.Errorf("waiter got the lock %s after the release; the driver notifies or queues, so the release should wake it (this waiter's polling backoff is %s+)", latency, wakeBackoff)
 	}
 }
 
 // notifies reports whether the driver wakes waiters itself.
-func notifies(l *dlock.Locker) bool {
-	switch l.Driver().(type) {
-	case driver.Notifier, driver.Queuer:
-		return true
-	}
-	return false
-}
+func (s *suite) notifies() bool { return s.provides(Notifier) || s.provides(Queuer) }

@@ -72,6 +72,14 @@ type Grant struct {
 	// someone else"; a driver returns it only when the backend said so,
 	// never for a lookup that failed (return the error instead).
 	Holder Holder
+	// Window, when not zero and shorter than the lease's TTL, is how long
+	// the backend holds the lock for now: a hand-off to a queued waiter
+	// that has yet to show it is alive, so that a waiter that died cannot
+	// keep the lock for a whole TTL. The lease counts its expiry from
+	// Window (from Since), and its first refresh, due within Window/3,
+	// extends it to its TTL; a lease without the watchdog is extended
+	// before the acquire returns.
+	Window time.Duration
 	// Since, when not zero, is when the granted lease's TTL started
 	// counting, on this host's monotonic clock: the SENT time of the call
 	// that last created or renewed it. A Queuer that keeps a waiter's lease
@@ -159,7 +167,9 @@ type Lister interface {
 
 // ForceReleaser is implemented by backends that let an administrator free a
 // lock regardless of its token. It must also bump the name's fence, so that
-// the evicted holder's fenced writes are rejected afterwards; it returns the
+// the next holder's fence is above the evicted one's, and a fence-checking
+// resource rejects the evicted holder's writes once the next holder has
+// written; it returns the
 // holder that was evicted (ok false when the lock was free) and the new
 // fence value that now stands between it and the resource.
 type ForceReleaser interface {
@@ -177,6 +187,11 @@ type Capabilities struct {
 	// MinTTL is the smallest TTL the backend honours (etcd: 2 s, and whole
 	// seconds). Zero means the portable minimum.
 	MinTTL time.Duration
+	// MinTTLWhy says why MinTTL is what it is and how to lower it, for
+	// the error a shorter TTL gets (etcd: "shorter leases are lost during
+	// a leader election; a cluster with a shorter --election-timeout can
+	// say so with ?election_timeout=").
+	MinTTLWhy string
 	// TTLGranularity rounds TTLs up to a multiple of it (etcd: 1 s).
 	TTLGranularity time.Duration
 	// SessionBound is true when the lease ends with a connection/session

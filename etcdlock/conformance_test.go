@@ -30,6 +30,16 @@ func conformance(t *testing.T, ttl time.Duration) {
 		Expire:       func(t testing.TB, name string) { expire(t, admin, name) },
 		Steal:        func(t testing.TB, name string) { steal(t, admin, name) },
 		NewStoppable: newStoppable,
+		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.Queuer, dlocktest.BatchRefresher,
+			dlocktest.BatchReleaser, dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher,
+			dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Ledger:            "no run ledger",
+			dlocktest.SessionWatcher:    "a lease's loss is found by its keep-alive (the watchdog's refresh)",
+			dlocktest.Migrator:          "no schema: keys are created as they are used",
+			dlocktest.MigrationReporter: "no schema",
+			dlocktest.LogSetter:         "the etcd client's log is off (zap.NewNop)",
+		},
 	})
 }
 

@@ -65,7 +65,9 @@ func (d *fileDriver) Inspect(ctx context.Context, name string) (driver.Holder, b
 }
 
 // ForceRelease evicts name's holder and bumps its fence in one write
-// transaction, waking waiters like a release.
+// transaction, waking waiters like a release; the eviction is recorded in
+// the same transaction, for the eviction watchers of every process
+// (evictions.go).
 func (d *fileDriver) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -82,8 +84,17 @@ func (d *fileDriver) ForceRelease(ctx context.Context, name string) (driver.Hold
 	if err := tx.QueryRowContext(ctx, forceSQL, name).Scan(&fence, &freed); err != nil {
 		return driver.Holder{}, false, 0, err
 	}
+	e := driver.Eviction{Name: name, Fence: evicted.Fence}
+	if ok {
+		if err := recordEviction(ctx, tx, e); err != nil {
+			return driver.Holder{}, false, 0, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return driver.Holder{}, false, 0, err
+	}
+	if ok {
+		d.watch.forceReleased(e)
 	}
 	d.watch.released(name, freed)
 	d.maybePrune(ctx)

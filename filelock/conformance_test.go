@@ -27,6 +27,18 @@ func TestConformance(t *testing.T) {
 		Steal: func(t testing.TB, name string) {
 			sqlExec(t, path, `UPDATE dlock_leases SET token = 'stolen', owner = 'thief', fence = fence + 1, expires_at = expires_at + 60000 WHERE name = ?1`, name)
 		},
+		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.Lister,
+			dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Diagnoser, dlocktest.SettingsReporter,
+			dlocktest.Ledger},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Queuer:            "waiters are woken by the file watcher and race (Notifier)",
+			dlocktest.BatchReleaser:     "a release is one local statement: nothing to save by batching",
+			dlocktest.SessionWatcher:    "a lease is a row with a TTL, not a session",
+			dlocktest.Migrator:          "the table is created at open",
+			dlocktest.MigrationReporter: "the table is created at open",
+			dlocktest.Describer:         "the portable TTL limits apply as they are",
+			dlocktest.LogSetter:         "it logs nothing",
+		},
 	})
 }
 

@@ -88,6 +88,16 @@
 // the holder's remaining TTL. Waiters in different processes race for a
 // freed lock; there is no cross-process queue or fairness.
 //
+// Force-releases: ForceRelease records the eviction in the file, in the
+// transaction that evicts, and the same watcher goroutine, while a Locker
+// of its process holds leases, polls for new records every 50 ms (or with
+// the release polls, when those are faster) and ends the evicted lease at
+// once as force-released (dlock.LostForceReleased), instead of at its next
+// refresh. Measured from another process: `dlock run` exits 15 / 46 / 72 ms
+// (min / median / max of 10) after `dlock release --force` returns. The
+// polling costs a holding process about 1% of a core on a 2-core VM.
+// Records are kept for 10 minutes.
+//
 // SQLite's POSIX file locks belong to the process: if other code in the
 // same process opens and closes the database file directly, the kernel
 // drops this process's locks. Open the file only through this package (or

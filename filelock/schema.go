@@ -16,6 +16,15 @@ const nowMS = `CAST(unixepoch('subsec')*1000 AS INTEGER)`
 // sequence (the largest plus one at each release), indexed so that the
 // release watcher finds the names freed since it last looked.
 //
+// dlock_evictions records force-releases for the eviction watchers of
+// every process (evictions.go); seq never goes back (AUTOINCREMENT), even
+// once old records are deleted.
+//
+// dlock_runs is the run ledger (ledger.go): a row per recorded slot of a
+// name (times in Unix nanoseconds, ended 0 without an outcome), the
+// newest slots of each name only; dlock_run_fences holds the highest fence
+// each name's ledger has been written with, which fences its writes.
+//
 // dlock_fence_floor has one row: the highest fence of any pruned row. A
 // name's new row starts at the floor plus one, so a name's fences strictly
 // increase across the deletion of its row.
@@ -34,6 +43,28 @@ var schema = []string{
 		fence INTEGER NOT NULL
 	)`,
 	`INSERT OR IGNORE INTO dlock_fence_floor (id, fence) VALUES (1, 0)`,
+	`CREATE TABLE IF NOT EXISTS dlock_evictions (
+		seq   INTEGER PRIMARY KEY AUTOINCREMENT,
+		name  TEXT NOT NULL,
+		fence INTEGER NOT NULL,
+		at    INTEGER NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS dlock_runs (
+		name     TEXT NOT NULL,
+		slot     INTEGER NOT NULL,
+		schedule TEXT NOT NULL,
+		owner    TEXT NOT NULL,
+		fence    INTEGER NOT NULL,
+		attempt  INTEGER NOT NULL,
+		started  INTEGER NOT NULL,
+		ended    INTEGER NOT NULL DEFAULT 0,
+		status   TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (name, slot)
+	) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS dlock_run_fences (
+		name  TEXT PRIMARY KEY,
+		fence INTEGER NOT NULL
+	) WITHOUT ROWID`,
 }
 
 // newFence is the fence of a name's new row: above every pruned row's.

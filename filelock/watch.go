@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/dlockdev/dlock/driver"
 )
 
 // How often the watcher looks for releases made by other processes while
@@ -29,27 +31,34 @@ FROM dlock_leases WHERE freed > ?1 ORDER BY freed`
 
 const lastFreedSQL = `SELECT coalesce(max(freed), 0) FROM dlock_leases`
 
-// watcher implements driver.Notifier for one store. Each release wakes
+// watcher implements driver.Notifier, and driver.EvictionWatcher (see
+// evictions.go), for one store. Each release wakes
 // the longest-waiting watcher of its name in this process, not all of them:
 // the others would only lose the race (they keep their backoff, so a
 // wake-up lost to a canceled waiter only delays them). Releases through
 // this store are signalled directly; releases by other processes are found
 // by a single goroutine that, only while someone watches, polls for names
 // whose freed sequence number (stamped by every release) is above the
-// largest it has seen.
+// largest it has seen. The same goroutine polls for force-releases while
+// an eviction watcher is subscribed.
 type watcher struct {
 	db       *sql.DB // polled when openPoll is nil
 	openPoll func() (*sql.DB, error)
 
-	mu      sync.Mutex
-	poll    *sql.DB   // the connection polled; opened on first use
-	since   *sql.Stmt // freedSQL prepared on poll
-	subs    map[string][]chan struct{}
-	last    int64              // the largest freed value seen
-	local   map[int64]struct{} // freed values already signalled directly
-	running bool
-	closed  bool
-	stop    context.CancelFunc // ends the poller's context
+	mu    sync.Mutex
+	poll  *sql.DB   // the connection polled; opened on first use
+	since *sql.Stmt // freedSQL prepared on poll
+	subs  map[string][]chan struct{}
+	last  int64 // the largest freed value seen
+	// evictions is evictionsSQL prepared on poll; evicts are the eviction
+	// watchers, and evLast the largest eviction record seen.
+	evictions *sql.Stmt
+	evicts    map[chan driver.Eviction]struct{}
+	evLast    int64
+	local     map[int64]struct{} // freed values already signalled directly
+	running   bool
+	closed    bool
+	stop      context.CancelFunc // ends the poller's context
 	// loops counts the pollers still running: the current one, and any
 	// stopped when the last subscriber left but not yet returned from a
 	// poll (a new subscriber starts a new poller without waiting for
@@ -65,6 +74,7 @@ func newWatcher(db *sql.DB, openPoll func() (*sql.DB, error)) *watcher {
 	return &watcher{
 		db: db, openPoll: openPoll, kick: make(chan struct{}, 1),
 		subs: map[string][]chan struct{}{}, local: map[int64]struct{}{},
+		evicts: map[chan driver.Eviction]struct{}{},
 	}
 }
 
@@ -78,13 +88,8 @@ func (d *fileDriver) Watch(ctx context.Context, name string) (<-chan struct{}, f
 func (w *watcher) add(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return nil, nil, errClosed
-	}
-	if !w.running {
-		if err := w.start(ctx); err != nil {
-			return nil, nil, err
-		}
+	if err := w.ensure(ctx); err != nil {
+		return nil, nil, err
 	}
 	ch := make(chan struct{}, 1)
 	w.subs[name] = append(w.subs[name], ch)
@@ -94,6 +99,17 @@ func (w *watcher) add(ctx context.Context, name string) (<-chan struct{}, func()
 	}
 	var once sync.Once
 	return ch, func() { once.Do(func() { w.remove(name, ch) }) }, nil
+}
+
+// ensure starts the poller unless it runs; w.mu is held.
+func (w *watcher) ensure(ctx context.Context) error {
+	switch {
+	case w.closed:
+		return errClosed
+	case !w.running:
+		return w.start(ctx)
+	}
+	return nil
 }
 
 // start reads the current release sequence and starts the poller; w.mu
@@ -107,6 +123,9 @@ func (w *watcher) start(ctx context.Context) error {
 	if err := w.poll.QueryRowContext(ctx, lastFreedSQL).Scan(&w.last); err != nil {
 		return err
 	}
+	if err := w.poll.QueryRowContext(ctx, lastEvictionSQL, evictionLookback.Milliseconds()).Scan(&w.evLast); err != nil {
+		return err
+	}
 	clear(w.local)
 	w.running = true
 	ctx, stop := context.WithCancel(context.Background())
@@ -115,8 +134,8 @@ func (w *watcher) start(ctx context.Context) error {
 	return nil
 }
 
-// openPollDB opens the connection to poll and prepares the query (which
-// costs ten times more to parse than to run); w.mu is held.
+// openPollDB opens the connection to poll and prepares the queries (which
+// cost ten times more to parse than to run); w.mu is held.
 func (w *watcher) openPollDB(ctx context.Context) error {
 	db := w.db
 	if w.openPoll != nil {
@@ -129,7 +148,11 @@ func (w *watcher) openPollDB(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(err, w.closePollDB(db))
 	}
-	w.poll, w.since = db, since
+	evictions, err := db.PrepareContext(ctx, evictionsSQL)
+	if err != nil {
+		return errors.Join(err, since.Close(), w.closePollDB(db))
+	}
+	w.poll, w.since, w.evictions = db, since, evictions
 	return nil
 }
 
@@ -147,10 +170,23 @@ func (w *watcher) remove(name string, ch chan struct{}) {
 	if len(w.subs[name]) == 0 {
 		delete(w.subs, name)
 	}
-	if len(w.subs) == 0 && w.running {
+	w.stopIfIdle()
+}
+
+// stopIfIdle stops the poller when nobody watches anything; w.mu is held.
+func (w *watcher) stopIfIdle() {
+	if len(w.subs) == 0 && len(w.evicts) == 0 && w.running {
 		w.running = false
 		w.stop()
 	}
+}
+
+// wants reports what the poller polls for: releases (someone waits) and
+// force-releases (an eviction watcher is subscribed).
+func (w *watcher) wants() (releases, evictions bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.subs) > 0, len(w.evicts) > 0
 }
 
 // released signals a release made through this driver, without waiting
@@ -188,6 +224,15 @@ func (w *watcher) loop(ctx context.Context) {
 			t.Reset(every)
 			continue
 		case <-t.C:
+		}
+		releases, evictions := w.wants()
+		if evictions {
+			w.checkEvictions(ctx)
+		}
+		if !releases { // evictions alone: no need to hurry
+			every = pollMin
+			t.Reset(evictPoll)
+			continue
 		}
 		if w.check(ctx) {
 			every = pollMin
@@ -253,11 +298,11 @@ func (w *watcher) close() error {
 		w.running = false
 		w.stop()
 	}
-	poll, since := w.poll, w.since
+	poll, since, evictions := w.poll, w.since, w.evictions
 	w.mu.Unlock()
 	w.loops.Wait()
 	if poll == nil {
 		return nil
 	}
-	return errors.Join(since.Close(), w.closePollDB(poll))
+	return errors.Join(since.Close(), evictions.Close(), w.closePollDB(poll))
 }

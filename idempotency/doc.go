@@ -1,6 +1,6 @@
 // Package idempotency runs a side effect at most once per key, with the
-// outcome kept in PostgreSQL: the last of the seed's three layers (lock,
-// fencing, idempotency).
+// outcome kept in PostgreSQL: the last of three layers (lock, fencing,
+// idempotency) that make a correctness-critical job run once.
 //
 //	store, _ := idempotency.Config{Retention: 30 * 24 * time.Hour}.Store(pool)
 //	_ = store.Migrate(ctx) // once, at deploy time

@@ -32,5 +32,18 @@ func TestConformance(t *testing.T) {
 			s := memlock.NewStore()
 			return newLocker(t, s), s.Stop
 		},
+		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.Lister,
+			dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Ledger},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Queuer:            "waiters are woken by Notifier; an in-process map has no queue to keep",
+			dlocktest.BatchReleaser:     "a release is a map operation: nothing to batch",
+			dlocktest.SessionWatcher:    "leases live in the Store, not in a session",
+			dlocktest.Migrator:          "no schema",
+			dlocktest.MigrationReporter: "no schema",
+			dlocktest.Diagnoser:         "nothing to diagnose in process memory",
+			dlocktest.Describer:         "the portable TTL limits apply as they are",
+			dlocktest.SettingsReporter:  "a mem:// URL has no settings",
+			dlocktest.LogSetter:         "it logs nothing",
+		},
 	})
 }

@@ -20,6 +20,8 @@ type Store struct {
 	watchers map[string]map[chan struct{}]struct{}
 	// evictions are the driver.EvictionWatcher subscribers.
 	evictions map[*evictionSub]struct{}
+	// ledgers are the run ledgers (driver.Ledger), by name.
+	ledgers map[string]*ledger
 }
 
 type entry struct {
@@ -36,6 +38,7 @@ func NewStore() *Store {
 		fences:    map[string]uint64{},
 		watchers:  map[string]map[chan struct{}]struct{}{},
 		evictions: map[*evictionSub]struct{}{},
+		ledgers:   map[string]*ledger{},
 	}
 }
 

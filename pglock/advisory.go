@@ -440,16 +440,16 @@ func (d *advisory) Close() error {
 	return d.close()
 }
 
-// Migrate creates the fence sequence and the holders table, and retires
-// an earlier version's fence table (see advisoryDDL).
+// Migrate creates the fence sequence, the holders table and the run
+// ledger's tables, and retires an earlier version's fence table (see
+// advisoryDDL).
 func (d *advisory) Migrate(ctx context.Context) error {
 	_, err := d.MigrateReport(ctx)
 	return err
 }
 
 // MigrateReport (driver.MigrationReporter) is Migrate, returning what it
-// created: the fence sequence and the holders table; none when they
-// existed. Retiring an earlier version's fence table is not reported.
+// created: the fence sequence and the tables; none when they existed. Retiring an earlier version's fence table is not reported.
 func (d *advisory) MigrateReport(ctx context.Context) ([]string, error) {
 	return d.migrate(ctx, advisoryObjects, advisoryDDL...)
 }

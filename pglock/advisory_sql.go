@@ -4,11 +4,11 @@ package pglock
 // pre-0.x fence table, dropped by Migrate), {{seq}} the fence sequence,
 // {{holders}} the unlogged table of holders.
 
-// advisoryDDL creates the fence sequence and the holders table, and
-// retires the per-name fence table of earlier versions: the sequence
-// starts above every fence it ever handed out, and the old table is
-// dropped so that a client of an earlier version fails loudly instead of
-// granting fences from a counter that no longer rises.
+// advisoryDDL creates the fence sequence, the holders table and the run
+// ledger's tables, and retires the per-name fence table of earlier
+// versions: the sequence starts above every fence it ever handed out, and
+// the old table is dropped so that a client of an earlier version fails
+// loudly instead of granting fences from a counter that no longer rises.
 //
 // The holders table describes, for each backend, the dlock grant it made
 // last (key, name, owner, fence). It is UNLOGGED: written without WAL,
@@ -31,6 +31,8 @@ var advisoryDDL = []string{
 		DROP TABLE {{table}};
 	END IF;
 END $$`,
+	runsDDL,
+	ledgersDDL,
 }
 
 // advisoryTry tries the session lock on key $1 and, only if it was taken,

@@ -26,6 +26,15 @@ func TestConformanceLease(t *testing.T) {
 		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
 			return stoppable(t, pglock.Config{})
 		},
+		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
+			dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Migrator,
+			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.SettingsReporter, dlocktest.Ledger},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Notifier:       "waiters queue in the table and the release NOTIFYs the head alone (Queuer)",
+			dlocktest.SessionWatcher: "a lease is a row with a TTL, not a session",
+			dlocktest.Describer:      "the portable TTL limits apply as they are",
+			dlocktest.LogSetter:      "warnings go to the logger in the Open context",
+		},
 	})
 }
 
@@ -40,6 +49,15 @@ func TestConformanceAdvisory(t *testing.T) {
 		TTL:          suiteTTL,
 		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
 			return stoppable(t, cfg)
+		},
+		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.BatchReleaser, dlocktest.Lister,
+			dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.SessionWatcher, dlocktest.Migrator,
+			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter,
+			dlocktest.Ledger},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Notifier:       "waiters wait in the server, in pg_advisory_lock (Queuer)",
+			dlocktest.BatchRefresher: "a session lock needs no refresh: each lease's check is its connection's health",
+			dlocktest.LogSetter:      "warnings go to the logger in the Open context",
 		},
 	})
 }

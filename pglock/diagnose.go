@@ -12,8 +12,8 @@ import (
 // locking on PostgreSQL: a pooling proxy in front (fatal to advisory
 // mode, and to LISTEN in lease mode), synchronous_commit and fsync (a
 // crash can lose the last grants, and a lost grant's fence is handed out
-// again), asynchronous replicas (a failover can do the same), and the
-// mode's schema. It only reads. A check it may not run is a warning.
+// again), asynchronous replicas (a failover can do the same), the mode's
+// schema and the run ledger's tables. It only reads. A check it may not run is a warning.
 func (d *advisory) Diagnose(ctx context.Context) ([]driver.Finding, error) {
 	return d.diagnose(ctx, []string{"{{seq}}", "{{holders}}"}, "")
 }
@@ -57,6 +57,7 @@ func (b *base) diagnose(ctx context.Context, objects []string, column string) ([
 	}
 	fs = append(fs, b.replicationFinding(ctx, conn))
 	fs = append(fs, b.schemaFinding(ctx, conn, objects, column))
+	fs = append(fs, b.ledgerFinding(ctx, conn))
 	return fs, nil
 }
 
@@ -103,17 +104,10 @@ func (b *base) replicationFinding(ctx context.Context, conn *pgxpool.Conn) drive
 // schemaFinding checks that the mode's objects exist and are current.
 func (b *base) schemaFinding(ctx context.Context, conn *pgxpool.Conn, objects []string, column string) driver.Finding {
 	f := driver.Finding{Check: "dlock schema (mode=" + string(b.mode) + ")", Verdict: driver.VerdictOK}
-	var missing []string
-	for _, o := range objects {
-		name := b.sql(o)
-		var ok bool
-		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&ok); err != nil {
-			f.Verdict, f.Detail = driver.VerdictWarn, "cannot check: "+err.Error()
-			return f
-		}
-		if !ok {
-			missing = append(missing, name)
-		}
+	missing, err := b.missing(ctx, conn, objects)
+	if err != nil {
+		f.Verdict, f.Detail = driver.VerdictWarn, "cannot check: "+err.Error()
+		return f
 	}
 	if column != "" && len(missing) == 0 {
 		var ok bool
@@ -126,13 +120,51 @@ func (b *base) schemaFinding(ctx context.Context, conn *pgxpool.Conn, objects []
 	if len(missing) > 0 {
 		f.Verdict = driver.VerdictUnsafe
 		f.Detail = fmt.Sprintf("missing: %v; every acquire fails", missing)
-		u := b.url
-		if u == "" {
-			u = "…"
-		}
-		f.Fix = fmt.Sprintf("run 'dlock migrate --url %s' or Locker.Migrate once (mode=%s)", u, b.mode)
+		f.Fix = b.migrateFix()
 		return f
 	}
 	f.Detail = "sequence and tables present"
 	return f
+}
+
+// ledgerFinding checks that the run ledger's tables exist: without them
+// locks work, but Locker.RunOnce and `dlock run --once-per` fail (a
+// schema migrated by an earlier version).
+func (b *base) ledgerFinding(ctx context.Context, conn *pgxpool.Conn) driver.Finding {
+	f := driver.Finding{Check: "dlock run ledger (mode=" + string(b.mode) + ")", Verdict: driver.VerdictOK, Detail: "tables present"}
+	missing, err := b.missing(ctx, conn, []string{"{{runs}}", "{{ledgers}}"})
+	switch {
+	case err != nil:
+		f.Verdict, f.Detail = driver.VerdictWarn, "cannot check: "+err.Error()
+	case len(missing) > 0:
+		f.Verdict = driver.VerdictWarn
+		f.Detail = fmt.Sprintf("missing: %v; locks work, but RunOnce and 'dlock run --once-per' fail", missing)
+		f.Fix = b.migrateFix()
+	}
+	return f
+}
+
+// missing returns the objects (templates) that do not exist, by name.
+func (b *base) missing(ctx context.Context, conn *pgxpool.Conn, objects []string) ([]string, error) {
+	var missing []string
+	for _, o := range objects {
+		name := b.sql(o)
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&ok); err != nil {
+			return nil, err
+		}
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
+}
+
+// migrateFix is the command that creates the mode's schema.
+func (b *base) migrateFix() string {
+	u := b.url
+	if u == "" {
+		u = "…"
+	}
+	return fmt.Sprintf("run 'dlock migrate --url %s' or Locker.Migrate once (mode=%s)", u, b.mode)
 }

@@ -12,7 +12,9 @@ import (
 
 // TestDiagnose checks the findings that the test server makes visible:
 // fsync off (it runs so), synchronous_commit off once set, the schema
-// missing before Migrate and present after, a direct connection.
+// and the run ledger missing before Migrate and present after, the run
+// ledger alone missing (a schema migrated by an earlier version), a
+// direct connection.
 func TestDiagnose(t *testing.T) {
 	url := testserver.Postgres(t).NewDatabase(t)
 	db := url[strings.LastIndex(url, "/")+1 : strings.Index(url, "?")]
@@ -26,14 +28,19 @@ func TestDiagnose(t *testing.T) {
 			}
 			defer drv.Close()
 			want := map[string]driver.Verdict{
-				"postgres pooling proxy":                       driver.VerdictOK,
-				"postgres synchronous_commit":                  driver.VerdictUnsafe,
-				"postgres fsync":                               driver.VerdictUnsafe,
-				"dlock schema (mode=" + string(cfg.Mode) + ")": driver.VerdictUnsafe,
+				"postgres pooling proxy":                           driver.VerdictOK,
+				"postgres synchronous_commit":                      driver.VerdictUnsafe,
+				"postgres fsync":                                   driver.VerdictUnsafe,
+				"dlock schema (mode=" + string(cfg.Mode) + ")":     driver.VerdictUnsafe,
+				"dlock run ledger (mode=" + string(cfg.Mode) + ")": driver.VerdictWarn,
 			}
 			check(t, drv, want)
 			migrate(t, pool, cfg)
 			want["dlock schema (mode="+string(cfg.Mode)+")"] = driver.VerdictOK
+			want["dlock run ledger (mode="+string(cfg.Mode)+")"] = driver.VerdictOK
+			check(t, drv, want)
+			dropLedger(t, pool, cfg)
+			want["dlock run ledger (mode="+string(cfg.Mode)+")"] = driver.VerdictWarn
 			check(t, drv, want)
 		})
 	}

@@ -127,7 +127,20 @@
 //
 // The objects, for table T: lease mode, the table T and the sequence
 // T_seq; advisory mode, the sequence T_seq and the unlogged table
-// T_holders.
+// T_holders; in both, the run ledger's tables T_runs and T_ledgers.
+//
+// # Run ledger
+//
+// Both modes implement driver.Ledger (Locker.RunOnce, `dlock run
+// --once-per`): T_runs holds a row per recorded slot of a name, T_ledgers
+// the highest fence each name's ledger was written with. Each call is one
+// statement, fenced by T_ledgers' row of the name (locked by the write,
+// so the writes to one name's ledger run one at a time) and decided on
+// the slot row's latest version under its lock, so two callers never
+// both claim a slot. Slots are kept to the microsecond: a slot with a
+// fraction of one is refused (dlock.ErrInvalidArgument). A schema
+// migrated before the run ledger existed keeps its locks working, and its
+// ledger calls fail with the *SchemaError that names the fix.
 //
 // # Fencing tokens
 //

@@ -91,6 +91,50 @@ func TestFaultMissingSchema(t *testing.T) {
 	}
 }
 
+// TestFaultMissingSchemaEveryPath: without Migrate, every call that
+// reaches the schema names the fix (run dlock migrate), in both modes:
+// List, Inspect, ForceRelease, TryAcquire, Acquire and, in lease mode,
+// Release (an advisory release of a token with no session asks nothing of
+// the server), and the run ledger's ClaimRun, FinishRun and Runs, each
+// as a *SchemaError. `dlock run` lists the name before it acquires (to refuse
+// a semaphore's or an election's name), so a List without the fix made
+// the command's first error read "relation \"dlock_leases\" does not exist".
+func TestFaultMissingSchemaEveryPath(t *testing.T) {
+	url := testserver.Postgres(t).NewDatabase(t)
+	for _, cfg := range modes {
+		t.Run(string(cfg.Mode), func(t *testing.T) {
+			l, err := dlock.Open(ctx(t), url+"&mode="+string(cfg.Mode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			paths := []callPath{
+				{"List", func(c context.Context) error { _, err := l.List(c, ""); return err }},
+				{"Inspect", func(c context.Context) error { _, _, err := l.Inspect(c, "unmigrated"); return err }},
+				{"ForceRelease", func(c context.Context) error { _, _, _, err := l.ForceRelease(c, "unmigrated"); return err }},
+				{"TryAcquire", func(c context.Context) error { _, err := l.TryAcquire(c, "unmigrated"); return err }},
+				{"Acquire", func(c context.Context) error {
+					_, err := l.Acquire(c, "unmigrated", dlock.WithWait(5*time.Second))
+					return err
+				}},
+				{"Release", func(c context.Context) error { return l.Driver().Release(c, "unmigrated", "tok") }},
+			}
+			paths = append(paths, ledgerPaths(l)...)
+			for _, p := range paths {
+				if p.name == "Release" && cfg.Mode == pglock.Advisory {
+					continue
+				}
+				err := p.call(ctx(t))
+				var se *pglock.SchemaError
+				if !errors.As(err, &se) || !strings.Contains(err.Error(), "run 'dlock migrate --url postgres://") ||
+					!strings.Contains(err.Error(), "mode="+string(cfg.Mode)) {
+					t.Errorf("%s without schema = %v; want a SchemaError naming 'dlock migrate --url' and mode=%s", p.name, err, cfg.Mode)
+				}
+			}
+		})
+	}
+}
+
 // TestFaultMissingSchemaURL: opened from a URL, the fix names the URL,
 // without its password.
 func TestFaultMissingSchemaURL(t *testing.T) {
@@ -108,6 +152,12 @@ func TestFaultMissingSchemaURL(t *testing.T) {
 		strings.Contains(err.Error(), srv.Password) || !strings.Contains(err.Error(), "mode=advisory") {
 		t.Errorf("TryAcquire without schema = %v; want the fix with the URL, without the password", err)
 	}
+}
+
+// callPath is one call of a Locker or driver, named for a failure.
+type callPath struct {
+	name string
+	call func(context.Context) error
 }
 
 func exec(t *testing.T, url, sql string) {

@@ -3,10 +3,13 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/pglock"
 )
 
 // TestHandOffToNextWhenReservedGivesUp: a release hands the lock to the
@@ -69,4 +72,126 @@ func deref(s *string) string {
 		return "NULL"
 	}
 	return *s
+}
+
+// TestPollBehind: a waiter queued behind a lock reserved for another
+// waiter (a release handed it over, and that waiter never comes: it died)
+// is not notified when the reservation lapses, so it attempts again when
+// the reservation ends, not after its usual poll, and is granted. The
+// driver tells each of the waiter's sleeps; the one after the attempt
+// that found the reservation must end by the reservation's end (before,
+// the waiter slept maxPoll, 250 ms, whenever the reserved waiter never
+// came), and the next attempt takes the lock.
+//
+// For the waiter's attempt to meet the reservation (which lasts 50 ms),
+// the test holds the row locked until that attempt waits for it, then
+// releases the lock to the dead waiter in the same transaction. When the
+// attempt still comes too late for the reservation (a stalled machine),
+// the test starts over with another name.
+func TestPollBehind(t *testing.T) {
+	d := newDB(t)
+	for try := range 5 {
+		name := fmt.Sprintf("behind/%d", try)
+		if sleeps, ok := pollBehindOnce(t, d, name); ok {
+			t.Logf("the waiter's sleeps: %v", sleeps)
+			return
+		}
+		t.Logf("try %d: the waiter came after the reservation had lapsed; again", try)
+	}
+	t.Fatal("in 5 tries the waiter never met the reservation")
+}
+
+type sleep struct{ reserved, d time.Duration }
+
+func (s sleep) String() string { return fmt.Sprintf("reserved %v, slept %v", s.reserved, s.d) }
+
+// pollBehindOnce runs the scenario on name; ok is false when the
+// waiter's attempt never saw the reservation.
+func pollBehindOnce(t *testing.T, d *db, name string) (sleeps []sleep, ok bool) {
+	drv := d.locker(t, pglock.Config{}).Driver()
+	var mu sync.Mutex
+	pglock.SetSleepHook(drv, func(reserved, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		sleeps = append(sleeps, sleep{reserved, d})
+	})
+	req := func(tok string) driver.Request {
+		return driver.Request{Name: name, Token: tok, Owner: tok, TTL: time.Minute}
+	}
+	if g, err := drv.TryAcquire(ctx(t), req("holder")); err != nil || !g.Acquired {
+		t.Fatalf("holder: %+v %v", g, err)
+	}
+	d.exec(t, `UPDATE dlock_leases SET waiters = ARRAY['dead'] WHERE name = $1`, name)
+	type result struct {
+		g   driver.Grant
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		g, err := drv.(driver.Queuer).AcquireWait(ctx(t), req("waiter"))
+		got <- result{g, err}
+	}()
+	queuedOn(t, d, name, "waiter")
+
+	tx, err := d.admin.Begin(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx(t), `SELECT 1 FROM dlock_leases WHERE name = $1 FOR UPDATE`, name); err != nil {
+		t.Fatal(err)
+	}
+	blockedOnRow(t, d) // the waiter's next attempt (its poll) waits for the row
+	// Released to the dead waiter, as a release does (the head of the
+	// queue is reserved; nobody is notified here, and the dead waiter
+	// would not come anyway).
+	if _, err := tx.Exec(ctx(t), `UPDATE dlock_leases SET token = NULL, owner = '', expires_at = clock_timestamp(),
+		reserved = 'dead', waiters = ARRAY['waiter', 'dead'] WHERE name = $1`, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil || !r.g.Acquired {
+		t.Fatalf("the waiter behind the lapsed reservation: %+v, %v; want granted", r.g, r.err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	last := sleeps[len(sleeps)-1]
+	if last.reserved < 0 {
+		return sleeps, false
+	}
+	if last.d > last.reserved+time.Millisecond {
+		t.Errorf("the waiter found the lock reserved for %v more and slept %v: want it to try again when the reservation lapses", last.reserved, last.d)
+	}
+	return sleeps, true
+}
+
+// queuedOn waits until tok is in name's queue.
+func queuedOn(t *testing.T, d *db, name, tok string) {
+	t.Helper()
+	for range 400 {
+		var in bool
+		if err := d.admin.QueryRow(ctx(t), `SELECT $2 = ANY (waiters) FROM dlock_leases WHERE name = $1`, name, tok).Scan(&in); err == nil && in {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s never queued on %s", tok, name)
+}
+
+// blockedOnRow waits until a statement of the database waits for a row
+// lock.
+func blockedOnRow(t *testing.T, d *db) {
+	t.Helper()
+	for range 2000 {
+		var n int
+		if err := d.admin.QueryRow(ctx(t), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err == nil && n > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no statement ever waited for the locked row")
 }

@@ -31,6 +31,10 @@ type leases struct {
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
+
+	// sleepHook, when set (by tests), is told each sleep of a queued
+	// waiter between attempts, and the reservation it found (-1: none).
+	sleepHook func(reserved, sleep time.Duration)
 }
 
 func newLeases(b base) *leases {
@@ -249,7 +253,11 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 		if h.Name != "" {
 			last = h
 		}
-		t.Reset(pollBehind(pollAfter(h, queued), reserved))
+		sleep := pollBehind(pollAfter(h, queued), reserved)
+		if d.sleepHook != nil {
+			d.sleepHook(reserved, sleep)
+		}
+		t.Reset(sleep)
 		select {
 		case <-woken:
 		case <-t.C:
@@ -296,16 +304,18 @@ func (d *leases) Close() error {
 	return d.close()
 }
 
-// Migrate creates the lease table and the fence sequence, or upgrades an
-// earlier version's table (see leaseDDL).
+// Migrate creates the lease table, the fence sequence and the run
+// ledger's tables, or upgrades an earlier version's schema (see
+// leaseDDL).
 func (d *leases) Migrate(ctx context.Context) error {
 	_, err := d.MigrateReport(ctx)
 	return err
 }
 
 // MigrateReport (driver.MigrationReporter) is Migrate, returning what it
-// created: the sequence and the table, or the columns an upgrade added;
-// none when the schema was up to date.
+// created: the sequence and the tables, or what an upgrade added (columns
+// of the lease table, the run ledger's tables); none when the schema was
+// up to date.
 func (d *leases) MigrateReport(ctx context.Context) ([]string, error) {
 	return d.migrate(ctx, leaseObjects, leaseDDL...)
 }

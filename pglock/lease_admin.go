@@ -38,7 +38,7 @@ func (d *leases) RefreshBatch(ctx context.Context, items []driver.RefreshItem) (
 	if err == nil && seen != len(items) {
 		err = fmt.Errorf("pglock: batch refresh answered %d of %d items", seen, len(items))
 	}
-	return results, err
+	return results, d.classify(err)
 }
 
 // batchExec is how the batch statements are sent: as an unnamed
@@ -64,7 +64,7 @@ func batchArgs(items []driver.RefreshItem) (names, tokens []string, micros []int
 func (d *leases) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
 	rows, err := d.pool.Query(ctx, d.list, prefix)
 	if err != nil {
-		return nil, err
+		return nil, d.classify(err)
 	}
 	var hs []driver.Holder
 	var (
@@ -75,7 +75,7 @@ func (d *leases) List(ctx context.Context, prefix string) ([]driver.Holder, erro
 		hs = append(hs, holder(name, owner, fence, micros))
 		return nil
 	})
-	return hs, err
+	return hs, d.classify(err) // pgx reports a failed query here, at the first row
 }
 
 // Inspect returns name's live holder; ok is false when it is free.
@@ -89,7 +89,7 @@ func (d *leases) Inspect(ctx context.Context, name string) (driver.Holder, bool,
 		return driver.Holder{}, false, nil
 	}
 	if err != nil {
-		return driver.Holder{}, false, err
+		return driver.Holder{}, false, d.classify(err)
 	}
 	return holder(n, owner, fence, micros), true, nil
 }

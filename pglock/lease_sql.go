@@ -4,8 +4,8 @@ package pglock
 // fence sequence. Durations travel as microseconds; expiry is by the
 // database clock.
 
-// leaseDDL creates the lease table and the fence sequence, and upgrades a
-// table of an earlier version: the sequence starts above every fence in
+// leaseDDL creates the lease table, the fence sequence and the run
+// ledger's tables, and upgrades a table of an earlier version: the sequence starts above every fence in
 // the table, so no fence ever goes backwards across the upgrade.
 //
 // A row is a lease (token set) or, once released, a tombstone (token
@@ -26,6 +26,8 @@ var leaseDDL = []string{
 	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS waiters text[] NOT NULL DEFAULT '{}'`,
 	`ALTER TABLE {{table}} ADD COLUMN IF NOT EXISTS reserved text`,
 	seedSeq,
+	runsDDL,
+	ledgersDDL,
 }
 
 // seedSeq raises the sequence to the highest fence in {{table}} when that

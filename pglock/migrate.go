@@ -29,12 +29,16 @@ var leaseObjects = []object{
 	{kind: "column", column: "dead"},
 	{kind: "column", column: "waiters"},
 	{kind: "column", column: "reserved"},
+	{kind: "table", suffix: runsSuffix},
+	{kind: "table", suffix: ledgersSuffix},
 }
 
 // advisoryObjects are what advisoryDDL creates.
 var advisoryObjects = []object{
 	{kind: "sequence", suffix: seqSuffix},
 	{kind: "table", suffix: holdersSuffix},
+	{kind: "table", suffix: runsSuffix},
+	{kind: "table", suffix: ledgersSuffix},
 }
 
 // relExists and columnExists tell whether an object exists now; $1 is the

@@ -20,9 +20,12 @@ func TestMigrateReport(t *testing.T) {
 		cfg  pglock.Config
 		want []string
 	}{
-		{"lease", pglock.Config{}, []string{"sequence dlock_leases_seq", "table dlock_leases"}},
-		{"advisory", pglock.Config{Mode: pglock.Advisory}, []string{"sequence dlock_fences_seq", "table dlock_fences_holders"}},
-		{"schema", pglock.Config{Table: "locks.leases"}, []string{"sequence locks.leases_seq", "table locks.leases"}},
+		{"lease", pglock.Config{}, []string{"sequence dlock_leases_seq", "table dlock_leases",
+			"table dlock_leases_runs", "table dlock_leases_ledgers"}},
+		{"advisory", pglock.Config{Mode: pglock.Advisory}, []string{"sequence dlock_fences_seq", "table dlock_fences_holders",
+			"table dlock_fences_runs", "table dlock_fences_ledgers"}},
+		{"schema", pglock.Config{Table: "locks.leases"}, []string{"sequence locks.leases_seq", "table locks.leases",
+			"table locks.leases_runs", "table locks.leases_ledgers"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.cfg.Table == "locks.leases" {
@@ -44,7 +47,7 @@ func TestMigrateReport(t *testing.T) {
 }
 
 // TestMigrateReportUpgrade checks that upgrading a lease table of an
-// earlier version reports the columns it added.
+// earlier version reports the columns and the tables it added.
 func TestMigrateReportUpgrade(t *testing.T) {
 	pool := newPool(t, testserver.Postgres(t).NewDatabase(t))
 	if _, err := pool.Exec(ctx(t), `CREATE TABLE dlock_leases (name text PRIMARY KEY, token text,
@@ -52,7 +55,8 @@ func TestMigrateReportUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	created, err := reporter(t, pool, pglock.Config{}).MigrateReport(ctx(t))
-	want := []string{"sequence dlock_leases_seq", "column dlock_leases.dead", "column dlock_leases.waiters", "column dlock_leases.reserved"}
+	want := []string{"sequence dlock_leases_seq", "column dlock_leases.dead", "column dlock_leases.waiters", "column dlock_leases.reserved",
+		"table dlock_leases_runs", "table dlock_leases_ledgers"}
 	if err != nil || !slices.Equal(created, want) {
 		t.Fatalf("MigrateReport on an old table = %q, %v; want %q", created, err, want)
 	}

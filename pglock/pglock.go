@@ -36,8 +36,9 @@ const (
 // Default table names, one per mode. In lease mode the table holds the
 // leases and its name is also the LISTEN/NOTIFY channel on which releases
 // are announced; in advisory mode it is the prefix of the mode's objects.
-// Each mode has a fence sequence named after its table plus "_seq", and
-// advisory mode an unlogged table of holders plus "_holders". In both
+// Each mode has a fence sequence named after its table plus "_seq",
+// advisory mode an unlogged table of holders plus "_holders", and both the
+// run ledger's tables plus "_runs" and "_ledgers" (Locker.RunOnce). In both
 // modes ForceRelease announces each eviction on the NOTIFY channel named
 // after the table (without its schema) plus "_evicted".
 const (
@@ -50,6 +51,8 @@ const (
 	seqSuffix     = "_seq"
 	holdersSuffix = "_holders"
 	waitersSuffix = "_waiters"
+	runsSuffix    = "_runs"    // the run ledger's records
+	ledgersSuffix = "_ledgers" // each name's run ledger: its highest fence
 	evictedSuffix = "_evicted" // a NOTIFY channel, not an object
 	maxSuffix     = len(holdersSuffix)
 )
@@ -183,6 +186,8 @@ func newBase(pool *pgxpool.Pool, ownPool bool, table pgx.Identifier, mode Mode, 
 		"{{seqname}}", "'"+b.suffixed(seqSuffix).Sanitize()+"'",
 		"{{holders}}", b.suffixed(holdersSuffix).Sanitize(),
 		"{{waiters}}", b.suffixed(waitersSuffix).Sanitize(),
+		"{{runs}}", b.suffixed(runsSuffix).Sanitize(),
+		"{{ledgers}}", b.suffixed(ledgersSuffix).Sanitize(),
 		"{{tablename}}", "'"+b.table+"'",
 	)
 	return b

@@ -20,6 +20,8 @@ func TestConformance(t *testing.T) {
 		Expire:       func(t testing.TB, name string) { expire(t, admin, name) },
 		Steal:        func(t testing.TB, name string) { steal(t, admin, name) },
 		NewStoppable: stoppable,
+		Provides:     provides(dlocktest.Queuer),
+		Lacks:        lacks(),
 	})
 }
 
@@ -38,6 +40,8 @@ func TestConformanceRacing(t *testing.T) {
 			srv := testserver.Redis(t)
 			return lockerWith(t, client(t, srv.Addr), racing), srv.Stop
 		},
+		Provides: provides(),
+		Lacks:    lacks(dlocktest.Queuer),
 	})
 }
 
@@ -58,5 +62,29 @@ func TestConformanceCluster(t *testing.T) {
 			t.Cleanup(func() { _ = cc.Close() })
 			return locker(t, cc), one.Nodes[0].Stop
 		},
+		Provides: provides(dlocktest.Queuer),
+		Lacks:    lacks(),
 	})
+}
+
+// provides is what the Redis driver implements, plus extra (the fair
+// queue's Queuer, unless fair=false).
+func provides(extra ...dlocktest.Capability) []dlocktest.Capability {
+	return append([]dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
+		dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Diagnoser,
+		dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger}, extra...)
+}
+
+// lacks is what the Redis driver does not implement, and why, plus extra.
+func lacks(extra ...dlocktest.Capability) map[dlocktest.Capability]string {
+	m := map[dlocktest.Capability]string{
+		dlocktest.SessionWatcher:    "leases live in Redis keys with a TTL, not in a client session",
+		dlocktest.Migrator:          "no schema: keys are created as they are used",
+		dlocktest.MigrationReporter: "no schema",
+		dlocktest.Describer:         "the portable TTL limits apply as they are",
+	}
+	for _, c := range extra {
+		m[c] = "fair=false: waiters are woken by pub/sub and race, in no queue"
+	}
+	return m
 }

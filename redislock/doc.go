@@ -26,41 +26,42 @@
 // further: waiters queue in Redis, first come first served, and a release
 // hands the lock to the waiter at the head of the queue, with a fresh
 // fence, inside the release script, and wakes only that waiter (the
-// message "p FENCE" on its own channel): no other waiter in the system is
-// woken, and no waiter races another.
+// message "p FENCE TIME PX" on its own channel): no other waiter in the
+// system is woken, and no waiter races another.
 //
 // A hand-off is provisional: the lock is the head's for one second (its
-// TTL if shorter) until the head confirms it with an attempt of its own,
-// sent as soon as the message arrives, which finds the lock already its
-// own and extends it to the full TTL; the lease counts from that
-// attempt's send time. A waiter renews its place in the queue every
-// second, and its place lapses three seconds after its last renewal, so a
-// waiter that has just died can still be at the head when the lock is
-// released. It never confirms, and holds the lock for the one second only,
-// not for its TTL: the next waiter takes the lock when it next polls (a
-// waiter polls when the holder's TTL runs out), about a second after the
-// release whatever the TTL. The confirmation is what tells a live waiter
-// from a dead one: nothing Redis holds at the release does (a dead
-// waiter's place and subscription outlive it until they time out), and
-// skipping heads whose last renewal is merely late would take turns from
-// live waiters slowed by load; the release skips only heads whose place
-// has lapsed. The price is one round trip of the woken waiter's per
-// hand-off. A live head whose confirmation comes after the second ran out
-// (a long pause, or a lost message: its next poll then confirms) loses
-// that turn only: it rejoins the queue at the place where it first
-// queued, not at the tail. A waiter that gave up while the lock was being
-// handed to it frees it when it leaves the queue (and the portable layer
-// releases its token). A batch release (Locker.Close) hands each lock off
-// the same way, in the same script. Where the lock is freed without a
-// release (its holder's TTL ran out, which the waiters find by polling,
-// or a waiter handed it back as it left the queue) the head takes it with
-// an attempt of its own, and a dead head costs the others at most the
-// three seconds its place takes to lapse. Lockers
-// without the fair queue respect the queue too. Under Config.ReplicaSync
-// the confirming attempt is followed by WAIT, as every grant is. Waiters
-// of older versions, which took a hand-off message as their grant, read
-// this one as a wake-up: their attempt confirms the hand-off just the
-// same.
+// TTL if shorter), and the message is the head's grant for that second
+// (driver.Grant.Window): the head goes ahead at once, with no round trip
+// of its own, and its lease's first refresh, due a third of a second
+// later (at once, before Acquire returns, for a lease without the
+// watchdog), extends it to the full TTL. A waiter renews its place in the
+// queue every second, and its place lapses three seconds after its last
+// renewal, so a waiter that has just died can still be at the head when
+// the lock is released. It never refreshes, and holds the lock for the
+// one second only, not for its TTL: the next waiter takes the lock when
+// it next polls (a waiter polls when the holder's TTL runs out), about a
+// second after the release whatever the TTL. The refresh is what tells a
+// live waiter from a dead one: nothing Redis holds at the release does (a
+// dead waiter's place and subscription outlive it until they time out),
+// and skipping heads whose last renewal is merely late would take turns
+// from live waiters slowed by load; the release skips only heads whose
+// place has lapsed. A live head that misses the second (a long pause) is
+// told its lease was lost, as any holder whose refresh comes too late.
+// Under Config.ReplicaSync, and when the message is lost, the head's next
+// attempt finds the lock handed to it and confirms it by extending it to
+// its TTL (followed by WAIT under replica sync, as every grant is); a
+// head whose attempt comes after the second ran out loses that turn
+// only: it rejoins the queue at the place where it first queued, not at
+// the tail. A waiter that gave up while the lock was being handed to it
+// frees it when it leaves the queue (and the portable layer releases its
+// token). A batch release (Locker.Close) hands each lock off the same
+// way, in the same script. Where the lock is freed without a release (its
+// holder's TTL ran out, which the waiters find by polling, or a waiter
+// handed it back as it left the queue) the head takes it with an attempt
+// of its own, and a dead head costs the others at most the three seconds
+// its place takes to lapse. Lockers without the fair queue respect the
+// queue too. Waiters of older versions read the message as a wake-up:
+// their attempt confirms the hand-off just the same.
 //
 // The uncontended acquire is one script of four server calls (TIME;
 // EXISTS of the lock, the queue and a legacy counter; SET ... GET of the
@@ -75,11 +76,34 @@
 // expiry), prefix{name}:queue, prefix{name}:waiters and prefix{name}:asks
 // (the fair queue, the waiters' deadlines and requests; they expire when
 // nobody waits), prefix{name}:watched (the watched mark, which expires
-// 30 s after a waiter last set it), and the channels prefix{name}:released and
-// prefix{name}:released:TOKEN (one per queued waiter). A '}' in a name is
-// stored as %7D. The fence counter is prefix + "fence", one per server, or
-// in a Cluster prefix + "fence:{TAG}", one per hash slot (TAG a short
-// string chosen to hash to the slot): a released name leaves no key.
+// 30 s after a waiter last set it), prefix{name}:runs and
+// prefix{name}:runs:slots (the run ledger, below; no expiry), and the
+// channels prefix{name}:released and prefix{name}:released:TOKEN (one per
+// queued waiter). A '}' in a name is stored as %7D. The fence counter is
+// prefix + "fence", one per server, or in a Cluster prefix + "fence:{TAG}",
+// one per hash slot (TAG a short string chosen to hash to the slot): a
+// released name leaves no key but its run ledger, if RunOnce used it.
+//
+// Run ledger. The driver is a driver.Ledger (Locker.RunOnce, Locker.Runs):
+// a name's runs are a hash, prefix{name}:runs, of records by slot (the
+// slot's Unix nanoseconds in 19 digits -> JSON: owner, fence, attempt,
+// schedule, start and end in Unix nanoseconds, status), plus the field
+// "fence", the highest fence a ledger write has carried; and an index of
+// its slots, prefix{name}:runs:slots (a sorted set). A claim and an
+// outcome are one script each, atomic and fenced: a write under a fence
+// below the highest is refused (driver.ErrNotHeld), fences compared as
+// decimal strings, exactly. The claim script drops the slots beyond the
+// newest keep (dlock.WithKeepRuns), so a name's ledger never holds more;
+// the keys have no expiry and nothing deletes them: they last as long as
+// the data set (a name no longer scheduled keeps its last keep runs until
+// deleted by hand). Runs is one HGETALL. The ledger needs what the locks
+// need, for longer: with appendonly yes a restart keeps it (every write
+// handed to the kernel survives a process crash; appendfsync always also a
+// host crash), without it a restart forgets which slots ran and a slot may
+// run again; and maxmemory-policy noeviction, as the other policies may
+// evict it once memory is full (Diagnose checks both). Under
+// Config.ReplicaSync a claim and an outcome count only once WAIT confirms
+// the replicas have them, as a grant does.
 //
 // ForceRelease (dlock admin) announces each eviction on the channel
 // prefix + "evicted" ("FENCE NAME"). A Locker that holds leases listens

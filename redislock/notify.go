@@ -52,7 +52,7 @@ func newNotifier(c redis.UniversalClient) *notifier {
 // release a call); the waiter's own attempts that find the lock held keep
 // the mark alive (redisscript.WatchedTTL).
 func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	ch, stop, err := d.notify.watch(ctx, d.keys.Channel(name), false)
+	ch, stop, err := d.notify.watch(ctx, d.keys.Channel(name))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,12 +66,18 @@ func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, 
 	return ch, stop, nil
 }
 
-// watch subscribes a waiter: one that shares channel with others (wake
-// says which one a message wakes), or with own a queued waiter on its own
-// channel, which every message wakes (a hand-off to confirm, or its turn
-// to try).
-func (n *notifier) watch(ctx context.Context, channel string, own bool) (<-chan struct{}, func(), error) {
-	w := waiter{ch: make(chan struct{}, 1), own: own}
+// watchOwn subscribes a queued waiter to its own channel and hands it
+// each message's payload (a hand-off, or its turn to try: "").
+func (n *notifier) watchOwn(ctx context.Context, channel string) (<-chan string, func(), error) {
+	w := waiter{ch: make(chan struct{}, 1), own: true, msgs: make(chan string, 1)}
+	stop, err := n.add(ctx, channel, w)
+	return w.msgs, stop, err
+}
+
+// watch subscribes a waiter that shares channel with others (wake says
+// which one a message wakes).
+func (n *notifier) watch(ctx context.Context, channel string) (<-chan struct{}, func(), error) {
+	w := waiter{ch: make(chan struct{}, 1)}
 	stop, err := n.add(ctx, channel, w)
 	return w.ch, stop, err
 }
@@ -186,7 +192,7 @@ func (n *notifier) confirmed(channel string) {
 type waiter struct {
 	ch   chan struct{}
 	own  bool
-	msgs chan string // an own waiter's payloads (WatchEvictions), else nil
+	msgs chan string // an own waiter's payloads (a queued waiter's, WatchEvictions), else nil
 }
 
 // deliver hands payload to an own waiter with msgs, replacing an unread

@@ -2,6 +2,8 @@ package redislock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -17,13 +19,17 @@ import (
 // waiterLease after its last attempt.
 //
 // A release hands the lock to the head for handoffLease only (or its TTL
-// if shorter), and the head's next attempt, sent as soon as the release's
-// message arrives, confirms the grant by extending it to the head's TTL.
-// A head that died since its last attempt (its place has not lapsed yet)
-// never confirms: the lock lapses after handoffLease, not after the TTL,
-// and the next waiter takes it when it next polls (nextPoll: when the
-// holder's TTL runs out). A head that confirms too late rejoins the queue
-// at its own place (queuing.arrival): only the time it let run out is lost.
+// if shorter): the release's message is the head's grant, provisional
+// (driver.Grant.Window), and the lease's first refresh, due within a
+// third of handoffLease, extends it to the head's TTL. So the head goes
+// ahead with no round trip of its own, and a head that died since its
+// last attempt (its place has not lapsed yet) never extends it: the lock
+// lapses after handoffLease, not after the TTL, and the next waiter takes
+// it when it next polls (nextPoll: when the holder's TTL runs out). Under
+// replica sync, and when the message is lost, the head's next attempt
+// finds the lock handed to it and confirms it instead; a head that
+// attempts too late rejoins the queue at its own place
+// (queuing.arrival): only the time it let run out is lost.
 const (
 	waiterLease  = 3 * time.Second
 	waiterPoll   = time.Second
@@ -65,18 +71,18 @@ func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver
 		}
 		return g, err
 	}
-	wake, stop, werr := d.notify.watch(ctx, d.keys.WaiterChannel(req.Name, req.Token), true)
+	wake, stop, werr := d.notify.watchOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token))
 	if werr == nil {
 		defer stop()
 	}
-	g, err = d.waitLoop(ctx, req, wake, g, queuing{lease: waiterLease, arrival: us})
+	g, err = d.waitLoop(ctx, req, wake, g, queuing{lease: waiterLease, arrival: us}, turn{sent, us})
 	if err != nil || !g.Acquired {
 		d.dequeue(ctx, req)
 	}
 	return g, err
 }
 
-func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-chan struct{}, last driver.Grant, q queuing) (driver.Grant, error) {
+func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-chan string, last driver.Grant, q queuing, at turn) (driver.Grant, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// The first pass attempts at once: a release (or hand-off) that came
@@ -85,14 +91,17 @@ func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-cha
 		if !first {
 			timer.Reset(nextPoll(last.Holder))
 			select {
-			case <-wake:
+			case msg := <-wake:
+				if g, ok := d.handedOff(msg, at); ok {
+					return g, nil
+				}
 			case <-timer.C:
 			case <-ctx.Done():
 				return driver.Grant{Holder: last.Holder}, ctx.Err()
 			}
 		}
 		sent := time.Now()
-		g, _, err := d.attempt(ctx, req, q)
+		g, us, err := d.attempt(ctx, req, q)
 		if err != nil && ctx.Err() != nil {
 			// The wait ran out during an attempt: the last answer Redis
 			// gave stands (a failure before it was an error, returned
@@ -108,8 +117,51 @@ func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-cha
 			g.Since = sent
 			return g, nil
 		}
-		last = g
+		last, at = g, turn{sent, us}
 	}
+}
+
+// handedOff reads a hand-off, "p FENCE TIME PX": the lock is this
+// waiter's for PX ms from the server time TIME, a provisional grant
+// (driver.Grant.Window) that the lease's first refresh extends to its
+// TTL, with no round trip before the waiter goes ahead. Under replica
+// sync it is not taken as is: the next attempt finds the lock held by
+// this token and confirms it with WAIT.
+func (d fairDriver) handedOff(msg string, at turn) (driver.Grant, bool) {
+	f := strings.Fields(msg)
+	if len(f) != 4 || f[0] != "p" || d.cfg.replicas > 0 {
+		return driver.Grant{}, false
+	}
+	fence, err1 := strconv.ParseUint(f[1], 10, 64)
+	us, err2 := strconv.ParseUint(f[2], 10, 64)
+	px, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || px <= 0 {
+		return driver.Grant{}, false
+	}
+	return driver.Grant{Acquired: true, Fence: fence, Since: at.since(us), Window: time.Duration(px) * time.Millisecond}, true
+}
+
+// turn is when the waiter's last attempt was sent (local clock) and ran
+// (server clock, µs): it maps a hand-off's server time to a local time
+// that is never later than the hand-off itself.
+type turn struct {
+	sent time.Time
+	us   uint64
+}
+
+// since is the local start of a grant the server made at its time us: the
+// last attempt's send time plus the server time elapsed since that
+// attempt ran (the attempt ran after it was sent, so this is never after
+// the grant, clocks drifting aside), and never in the future.
+func (t turn) since(us uint64) time.Time {
+	s := t.sent
+	if us > t.us {
+		s = s.Add(time.Duration(us-t.us) * time.Microsecond)
+	}
+	if now := time.Now(); s.After(now) {
+		return now
+	}
+	return s
 }
 
 // nextPoll is when to try again without a release message: when the

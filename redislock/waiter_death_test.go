@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -157,14 +158,16 @@ func TestDeadHeadWaiterDoesNotKeepTheLock(t *testing.T) {
 	}
 }
 
-// TestLateConfirmationKeepsItsPlace: a live head whose confirmation of a
-// hand-off reaches Redis after the hand-off lease ran out (here: held
-// back 2.5 s) loses that one turn, to the next waiter C, and nothing
-// more: it rejoins the queue at its own place, ahead of D, who queued
-// after it, and is granted right after C.
+// TestLateConfirmationKeepsItsPlace: a live head that confirms a hand-off
+// with an attempt of its own (under replica sync; also a head whose
+// message was lost) and whose attempt reaches Redis after the hand-off
+// lease ran out (here: held back 2.5 s) loses that one turn, to the next
+// waiter C, and nothing more: it rejoins the queue at its own place,
+// ahead of D, who queued after it, and is granted right after C.
 func TestLateConfirmationKeepsItsPlace(t *testing.T) {
 	const name = "death/late"
 	srv, admin, held := heldOnNewServer(t, name, time.Minute)
+	testserver.RedisReplica(t, srv)
 	ctx := ctxT(t)
 	var late atomic.Bool
 	bc := client(t, srv.Addr)
@@ -187,7 +190,11 @@ func TestLateConfirmationKeepsItsPlace(t *testing.T) {
 		if who != "B" {
 			c = client(t, srv.Addr)
 		}
-		l := lockerWith(t, c, redislock.Config{})
+		cfg := redislock.Config{}
+		if who == "B" {
+			cfg.ReplicaSync = 1
+		}
+		l := lockerWith(t, c, cfg)
 		defer l.Close()
 		proceed := make(chan struct{})
 		release[who] = sync.OnceFunc(func() { close(proceed) })
@@ -243,4 +250,100 @@ func TestLateConfirmationKeepsItsPlace(t *testing.T) {
 	release["B"]()
 	next("D")
 	release["D"]()
+}
+
+// TestLateRefreshOfAHandOffLosesIt: a hand-off is the head's grant for one
+// second until its first refresh extends it. A live head whose refresh is
+// held back past that second (a long pause) is told its lease was lost,
+// as any holder whose refresh comes too late, and the next waiter C takes
+// the lock with a higher fence, long before the head's TTL would pass.
+func TestLateRefreshOfAHandOffLosesIt(t *testing.T) {
+	const name = "death/late-refresh"
+	srv, admin, held := heldOnNewServer(t, name, time.Minute)
+	ctx := ctxT(t)
+	bc := client(t, srv.Addr)
+	bc.AddHook(gateScript{hash: redisscript.Refresh.Hash(), gate: func(ctx context.Context) error {
+		select {
+		case <-time.After(2500 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	type grant struct {
+		ls  *dlock.Lease
+		err error
+	}
+	var leases [2]chan grant
+	for i, c := range []redis.UniversalClient{bc, client(t, srv.Addr)} {
+		l := lockerWith(t, c, redislock.Config{})
+		t.Cleanup(func() { _ = l.Close() })
+		leases[i] = make(chan grant, 1)
+		go func() {
+			ls, err := l.Acquire(ctx, name, dlock.WithTTL(time.Minute), dlock.WithWait(time.Minute))
+			leases[i] <- grant{ls, err}
+		}()
+		waitQueued(t, admin, name, i+1)
+	}
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := <-leases[0]
+	if b.err != nil {
+		t.Fatalf("B: %v", b.err)
+	}
+	select {
+	case <-b.ls.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("B's refresh was held back 2.5 s past its 1 s hand-off, and its lease is still %v", b.ls.Err())
+	}
+	if !errors.Is(b.ls.Err(), dlock.ErrLost) {
+		t.Errorf("B's lease ended with %v, want ErrLost", b.ls.Err())
+	}
+	c := <-leases[1]
+	if c.err != nil {
+		t.Fatalf("C: %v", c.err)
+	}
+	defer c.ls.Release(ctx)
+	if c.ls.Fence() <= b.ls.Fence() {
+		t.Errorf("C's fence %d is not above B's %d", c.ls.Fence(), b.ls.Fence())
+	}
+	t.Logf("C granted %s after the release", time.Since(released).Round(time.Millisecond))
+}
+
+// TestHandOffWithoutWatchdogIsConfirmed: a lease without the watchdog
+// (WithAutoRefresh(false)) has nothing to extend a provisional hand-off,
+// so the acquire confirms it before it returns: the holder gets the TTL
+// it asked for, in Redis as in Expires.
+func TestHandOffWithoutWatchdogIsConfirmed(t *testing.T) {
+	const name = "death/no-watchdog"
+	srv, admin, held := heldOnNewServer(t, name, time.Minute)
+	ctx := ctxT(t)
+	l := lockerWith(t, client(t, srv.Addr), redislock.Config{})
+	defer l.Close()
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		ls, err := l.Acquire(ctx, name, dlock.WithTTL(time.Minute), dlock.WithWait(time.Minute), dlock.WithAutoRefresh(false))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	waitQueued(t, admin, name, 1)
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ls := <-got
+	if ls == nil {
+		t.FailNow()
+	}
+	defer ls.Release(ctx)
+	if left := admin.PTTL(ctx, keys.Lock(name)).Val(); left < 50*time.Second {
+		t.Errorf("the lock has %s left in Redis after the acquire returned, want its 1m TTL", left)
+	}
+	if ls.Expires().Before(released.Add(50 * time.Second)) {
+		t.Errorf("the lease expires %s after the release, want about its 1m TTL", ls.Expires().Sub(released))
+	}
 }

@@ -34,6 +34,18 @@ func TestConformance(t *testing.T) {
 				}
 			}
 		},
+		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.Lister,
+			dlocktest.ForceReleaser, dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Queuer:            "no node decides a queue for the majority: waiters are woken by pub/sub and race",
+			dlocktest.BatchReleaser:     "a release is sent to every node at once, one call per node",
+			dlocktest.EvictionWatcher:   "a force-release reaches the holder at its next refresh",
+			dlocktest.SessionWatcher:    "a lease is keys with a TTL on the nodes, not a session",
+			dlocktest.Migrator:          "no schema",
+			dlocktest.MigrationReporter: "no schema",
+			dlocktest.Diagnoser:         "dlock doctor's Redis checks apply to each node (redis://)",
+			dlocktest.Describer:         "the portable TTL limits apply as they are",
+		},
 	})
 }
 

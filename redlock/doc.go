@@ -101,6 +101,33 @@
 // holder has written. That protection needs only that counters never go
 // backwards, not synchronized clocks.
 //
+// The run ledger (Locker.RunOnce, Locker.Runs; it needs quorum fencing,
+// else dlock.ErrUnsupported) is a copy of each name's runs on every node,
+// at dlock:redlock:{name}:runs and dlock:redlock:{name}:runs:slots, in the
+// single-node driver's format and fenced scripts (see redislock): no
+// expiry, the newest dlock.WithKeepRuns slots. A claim reads the slot on
+// every node and, if the slot is free, writes it to every node; it stands
+// once a majority took it, and only a claim that stood runs its job. A
+// read (Runs, and a claim's look at the slot) needs a majority of the
+// nodes to answer and merges their copies: per slot, from the highest
+// fence down, the first record that a node has with an outcome, or that
+// the nodes holding it (or a later record of the slot), with the nodes
+// that did not answer, could make a majority. A claim that stood is on a
+// majority, which every majority that answers a read meets, so the slot
+// is run at most once (WithRetryCrashed aside) while the lock excludes
+// and no node forgets its ledger. The limits: a node that restarts
+// without fsynced persistence comes back empty, which is harmless while
+// the rest of the claim's majority keeps its copies, but when a majority
+// of the copies are gone the slot is forgotten and may run again. A claim
+// that failed yet may have reached a majority (its replies came too late,
+// or nodes that did not answer could hold it) counts as the slot's run,
+// reported as crashed, though its job never ran: the slot runs again only
+// with WithRetryCrashed. A claim found on a minority while every node
+// answers is a failed claim's leftover, not the slot's run: the next claim
+// replaces it. An outcome recorded on fewer than a majority makes
+// FinishRun fail, yet a read shows it. A stale holder's write is refused
+// (driver.ErrNotHeld) when any node answering has seen a higher fence.
+//
 // The plain advice: for a correctness lock, prefer a consensus store
 // (etcd, or PostgreSQL) whose fencing comes from one linearizable log, and
 // fence the resource anyway. Redlock is for teams that already run several

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,29 +69,88 @@ func TestRefreshBatchOutcomes(t *testing.T) {
 // TestRefreshBatchHoldsManyLeases: thousands of leases on one Locker are
 // refreshed in batches (one call per thousand leases, not one per lease)
 // and none is lost.
+//
+// What it checks are counts, so the timings are set for a loaded 2-core
+// machine under -race, where three redis-servers, the race-instrumented
+// client and whatever else runs share the cores. There a node often takes
+// longer than the default 50 ms node timeout to answer; taking the leases
+// with three attempts per name (benchwork.Hold) then gave up now and then
+// ("took 2954 of 3000 leases, then ... no answer within the node
+// timeout"), before anything this test checks had begun. So a node may
+// take a second to answer, a name whose attempt fails is tried again
+// until it is taken (within the test's five minutes), and the TTL stays
+// far above the node timeout (5 s, refreshed every 1.7 s, held for one
+// TTL: three refresh periods), leaving the batched refreshes of 3,000
+// leases room to be slow.
 func TestRefreshBatchHoldsManyLeases(t *testing.T) {
+	const (
+		n   = 3000
+		ttl = 5 * time.Second
+	)
 	ns := startNodes(t, 3)
-	drv, err := Config{}.Driver(ns.clients(t))
+	drv, err := Config{NodeTimeout: time.Second}.Driver(ns.clients(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	counter := benchwork.CountRefreshes(drv)
-	l, err := dlock.NewLocker(counter, dlock.WithTTL(time.Second))
+	l, err := dlock.NewLocker(counter, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	h, err := benchwork.Hold{Locker: l, Counter: counter, N: 3000, Workers: 32, Prefix: t.Name(), For: 3 * time.Second}.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	leases, retries := takeAll(ctx, t, l, n)
+	defer dlock.ReleaseAll(context.Background(), leases)
+	calls0, items0 := counter.Counts()
+	time.Sleep(ttl)
+	calls, refreshes := counter.Counts()
+	calls, refreshes = calls-calls0, refreshes-items0
+	lost := 0
+	for _, ls := range leases {
+		if ls.Err() != nil {
+			lost++
+		}
 	}
-	t.Logf("%d leases held %s: %d refreshes in %d calls, %d lost", h.Leases, h.Held.Round(time.Millisecond), h.Refreshes, h.Calls, h.Lost)
+	t.Logf("%d leases taken (%d attempts tried again), held %s: %d refreshes in %d calls, %d lost", len(leases), retries, ttl, refreshes, calls, lost)
 	switch {
-	case h.Lost != 0:
-		t.Fatalf("%d of %d leases lost", h.Lost, h.Leases)
-	case h.Refreshes < int64(h.Leases):
-		t.Fatalf("%d refreshes of %d leases over three TTLs", h.Refreshes, h.Leases)
-	case h.Calls*100 > h.Refreshes:
-		t.Fatalf("%d refreshes took %d calls: not batched", h.Refreshes, h.Calls)
+	case lost != 0:
+		t.Fatalf("%d of %d leases lost", lost, len(leases))
+	case refreshes < n:
+		t.Fatalf("%d refreshes of %d leases over a TTL (three refresh periods)", refreshes, n)
+	case calls*100 > refreshes:
+		t.Fatalf("%d refreshes took %d calls: not batched", refreshes, calls)
 	}
+}
+
+// takeAll takes n leases with 32 workers, trying a name again after any
+// failure (a node timeout, or the name still held by an attempt given up
+// whose release is on its way) until ctx ends; it returns the leases and
+// how many attempts failed.
+func takeAll(ctx context.Context, t *testing.T, l *dlock.Locker, n int) ([]*dlock.Lease, int64) {
+	t.Helper()
+	leases := make([]*dlock.Lease, n)
+	var next, retries atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				for leases[i] == nil && ctx.Err() == nil {
+					ls, err := l.TryAcquire(ctx, benchwork.Name(t.Name(), i))
+					if err != nil {
+						retries.Add(1)
+						time.Sleep(10 * time.Millisecond)
+					}
+					leases[i] = ls
+				}
+			}
+		})
+	}
+	wg.Wait()
+	held := slices.DeleteFunc(slices.Clone(leases), func(ls *dlock.Lease) bool { return ls == nil })
+	if len(held) != n {
+		_ = dlock.ReleaseAll(context.Background(), held)
+		t.Fatalf("took %d of %d leases in 5 minutes: %v", len(held), n, ctx.Err())
+	}
+	return held, retries.Load()
 }

@@ -51,11 +51,13 @@ func scrub(err error, values ...echo) error {
 		if v.value == "" {
 			continue
 		}
-		q := strconv.Quote(v.value)
-		if v.libField != "" {
-			msg = strings.ReplaceAll(msg, v.libField+" "+q, v.field+" "+quoteTrunc(v.value))
+		// The library may quote the value whole or already cut.
+		for _, q := range []string{strconv.Quote(v.value), quoteTrunc(v.value)} {
+			if v.libField != "" {
+				msg = strings.ReplaceAll(msg, v.libField+" "+q, v.field+" "+quoteTrunc(v.value))
+			}
+			msg = strings.ReplaceAll(msg, q, quoteTrunc(v.value))
 		}
-		msg = strings.ReplaceAll(msg, q, quoteTrunc(v.value))
 	}
 	if msg == err.Error() {
 		return err

@@ -35,6 +35,18 @@ func TestConformance(t *testing.T) {
 		Steal:        func(t testing.TB, name string) { steal(t, admin, name) },
 		NewStoppable: newStoppable,
 		SessionBound: true,
+		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.Queuer, dlocktest.Lister,
+			dlocktest.ForceReleaser, dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter,
+			dlocktest.LogSetter},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Ledger:            "no run ledger",
+			dlocktest.BatchRefresher:    "a node lives as long as its session: a refresh checks the session, with no call per lease",
+			dlocktest.BatchReleaser:     "ZooKeeper deletes one node per call; Close ends the session, which deletes them all",
+			dlocktest.EvictionWatcher:   "a force-release deletes the holder's node, which its own watch reports",
+			dlocktest.SessionWatcher:    "the session's end reaches every lease through the watchdog's session check",
+			dlocktest.Migrator:          "the root node is created at open",
+			dlocktest.MigrationReporter: "the root node is created at open",
+		},
 	})
 }
 

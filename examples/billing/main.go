@@ -1,5 +1,5 @@
-// Command billing is the seed's exercise 9, the nightly billing cron that
-// runs on two hosts, in two versions:
+// Command billing is the nightly billing cron that charged customers
+// twice. It runs on two hosts, in two versions:
 //
 //	billing setup  -subs 10                    create tables and subscriptions
 //	billing naive  -host A -period 2027-01     SET lock NX EX, charge all, plain DEL

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// naive is the cron as the seed's team wrote it: SET lock 1 NX EX (skip if
+// naive is the cron as a team first writes it: SET lock 1 NX EX (skip if
 // taken), charge every due subscription, plain DEL. Nothing checks that
 // the lock is still held, and the DEL deletes whoever's lock is there.
 func naive(ctx context.Context, db *pgxpool.Pool, o options, out io.Writer) error {

@@ -1,4 +1,4 @@
-// Command fencedwrite is the seed's exercise 6: a holder paused past its
+// Command fencedwrite shows why a lock needs fencing: a holder paused past its
 // TTL resumes and writes, and the resource rejects the stale write.
 //
 //	fencedwrite -url redis://localhost:6379 -db postgres://localhost/app -value "from A" -gate

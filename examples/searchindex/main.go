@@ -1,4 +1,4 @@
-// Command searchindex is the seed's independent challenge: rebuilding a
+// Command searchindex is an efficiency lock around a long job: rebuilding a
 // product-search index, a minutes-long job that must not run twice at once
 // across a fleet, must survive a crash mid-way, and can be started by a
 // schedule or by an administrator.

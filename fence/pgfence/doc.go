@@ -22,8 +22,8 @@
 //
 // # Fencing tokens
 //
-// Equal fences are accepted: one grant may write many times. The seed's
-// "WHERE last_fence < :fence" would reject a holder's second write under
+// Equal fences are accepted: one grant may write many times. The often
+// quoted "WHERE last_fence < :fence" would reject a holder's second write under
 // the same grant; see package fence.
 //
 // # Guarantees

@@ -2,20 +2,33 @@
 // Lockers and the code a user would write by hand instead (the baseline),
 // each on its own client, instrumented to count the round trips it makes.
 //
-// One file per backend:
+// A baseline is the strongest a competent user would write: the fewest
+// round trips a cycle, scripts loaded once. Contended, it waits every way
+// such a user would (poll.go: try again after 100 µs or 1 ms; and the
+// backend's own blocking primitive where it has one), and dlock is
+// measured against the best of them. One file per backend:
 //
-//	redis.go     SET NX PX + INCR fence + token-checked Lua release; contended: busy poll
-//	redlock.go   SET NX PX on every node in parallel, majority wins (redsync's algorithm)
-//	postgres.go  advisory: pg_try_advisory_lock + pg_advisory_unlock on a pooled
-//	             connection; contended: blocking pg_advisory_lock.
-//	             lease: one-statement upsert lease + token-checked DELETE
-//	etcd.go      concurrency.Mutex on one concurrency.Session
-//	file.go      raw SQLite INSERT OR IGNORE + DELETE on the same file
+//	redis.go     one Lua script per acquire (SET NX PX, INCR of the fence
+//	             when taken), one per release (EVALSHA); contended: polls
+//	redlock.go   SET NX PX on every node in parallel, majority wins
+//	             (redsync's algorithm); contended: polls
+//	postgres.go  advisory: pg_try_advisory_lock + pg_advisory_unlock on a
+//	             pooled connection; contended: blocking pg_advisory_lock, polls.
+//	             lease: one-statement upsert lease + token-checked DELETE;
+//	             contended: polls
+//	etcd.go      concurrency.Mutex on one concurrency.Session; contended:
+//	             Mutex.Lock (one Session each), polls of Mutex.TryLock
+//	zk.go        an ephemeral node created with the fence's write in one
+//	             multi, deleted to release; contended: zk.NewLock (one
+//	             connection each), polls
+//	file.go      raw SQLite INSERT OR IGNORE + DELETE on the same file;
+//	             contended: polls
 //
 // Round trips are counted where the client lets us listen: a go-redis
-// hook, a pgx QueryTracer, gRPC interceptors (never a connection's
-// set-up, nor pgx's once-per-connection statement preparation); the
-// embedded SQLite file has none. Server time per cycle comes from Redis
+// hook, a pgx QueryTracer, gRPC interceptors, the requests written on a
+// ZooKeeper connection (never a connection's set-up or keep-alive, nor
+// pgx's once-per-connection statement preparation); the embedded SQLite
+// file has none. Server time per cycle comes from Redis
 // process CPU (INFO cpu), Postgres pg_stat_statements (when loaded) and etcd's
 // process CPU metric.
 package baseline
@@ -36,11 +49,11 @@ import (
 // Target is one backend ready to compare: both sides and the probes.
 type Target struct {
 	// Backend names the backend and mode: redis, redlock,
-	// postgres-advisory, postgres-lease, etcd or file.
+	// postgres-advisory, postgres-lease, etcd, zookeeper or file.
 	Backend string
-	// Baseline says what the hand-written side does, uncontended and
-	// contended.
-	Baseline, BaselineContended string
+	// Baseline says what the hand-written side does in an uncontended
+	// cycle (its Contenders name their ways of waiting).
+	Baseline string
 	// Dlock and Base are the two sides.
 	Dlock, Base Side
 	// NewLocker opens a Locker on the dlock side's instrumented client,
@@ -63,13 +76,27 @@ type Target struct {
 type Side struct {
 	// Cycle is one uncontended acquire+release.
 	Cycle benchwork.Cycle
+	// Contenders are the side's ways of waiting for a contended lock:
+	// dlock has one; the baseline has each a user would write (polls, the
+	// backend's blocking primitive).
+	Contenders []Contender
+	// RoundTrips counts the side's client round trips; nil when the
+	// backend is embedded and has none.
+	RoundTrips *Counter
+}
+
+// Contender is one way of waiting for a contended lock.
+type Contender struct {
+	// Name says how it waits ("blocking pg_advisory_lock", "poll every
+	// 1ms").
+	Name string
+	// Extra marks a way measured for reference only, never the baseline's
+	// best (a busy poll: no user would spend a core per waiter).
+	Extra bool
 	// Contend sets up workers contenders for name (their Lockers,
 	// sessions, connections) and returns their Lock and the function that
 	// tears them down.
 	Contend func(ctx context.Context, workers int, name string) (benchwork.Lock, func(), error)
-	// RoundTrips counts the side's client round trips; nil when the
-	// backend is embedded and has none.
-	RoundTrips *Counter
 }
 
 // Counter counts round trips; it is safe for concurrent use.
@@ -118,10 +145,12 @@ func Open(ctx context.Context, rawURL string, ttl time.Duration) (*Target, error
 		t, err = openPostgres(ctx, u, ttl, opts)
 	case "etcd":
 		t, err = openEtcd(ctx, u, ttl, opts)
+	case "zk":
+		t, err = openZooKeeper(ctx, u, opts)
 	case "file":
 		t, err = openFile(ctx, u, opts)
 	default:
-		return nil, fmt.Errorf("%w: no hand-written baseline for URL scheme %q (compare knows redis, rediss, redlock, postgres, postgresql, etcd, file)",
+		return nil, fmt.Errorf("%w: no hand-written baseline for URL scheme %q (compare knows redis, rediss, redlock, postgres, postgresql, etcd, zk, file)",
 			dlock.ErrInvalidArgument, u.Scheme)
 	}
 	if err != nil {
@@ -169,7 +198,7 @@ func (t *Target) dlockSide(newLocker func() (*dlock.Locker, error), rt *Counter)
 	t.onClose(func() { _ = shared.Close() })
 	return Side{
 		Cycle:      benchwork.TryAcquireRelease(shared),
-		Contend:    dlockContenders(newLocker),
+		Contenders: []Contender{{Name: "dlock", Contend: dlockContenders(newLocker)}},
 		RoundTrips: rt,
 	}, nil
 }

@@ -3,6 +3,7 @@ package baseline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dlockdev/dlock/internal/benchwork"
@@ -15,7 +16,7 @@ type Workload struct {
 	Contended  bool
 }
 
-// Workloads are the rows of `dlock bench` and of the issue's table:
+// Workloads are the rows of `dlock bench` and of docs/benchmarks.md:
 // TryAcquire+Release on distinct names from 1, 16 and 64 goroutines, and
 // 16 waiters on one name.
 var Workloads = []Workload{
@@ -65,14 +66,19 @@ type Comparison struct {
 	Workload   string `json:"workload"`
 	Goroutines int    `json:"goroutines"`
 	Contended  bool   `json:"contended"`
-	// BaselineImpl says what the baseline does; ServerTime what
-	// ServerUsec measures.
+	// BaselineImpl says what the baseline does (contended: its best way
+	// of waiting); ServerTime what ServerUsec measures.
 	BaselineImpl string  `json:"baseline_impl"`
 	ServerTime   string  `json:"server_time,omitempty"`
 	Dlock        Measure `json:"dlock"`
-	Baseline     Measure `json:"baseline"`
+	// Baseline is the baseline's figures: contended, those of its best
+	// way of waiting (Candidates).
+	Baseline Measure `json:"baseline"`
 	// Ratio is dlock's rate over the baseline's.
 	Ratio float64 `json:"ratio"`
+	// Candidates, contended only, are every way the baseline waited, in
+	// the order measured; Baseline is the best of those not Extra.
+	Candidates []Candidate `json:"candidates,omitempty"`
 	// Contended only, where the target measures one (Target.Write): the
 	// p50 of the backend's own write, sampled between the rounds of this
 	// run, and what that write is.
@@ -80,19 +86,38 @@ type Comparison struct {
 	Write      string  `json:"write,omitempty"`
 }
 
+// Candidate is one way the baseline waited in a contended workload.
+type Candidate struct {
+	Name string `json:"name"`
+	// Extra marks a way measured for reference only (Contender.Extra).
+	Extra bool `json:"extra,omitempty"`
+	// Best marks the candidate the comparison's Ratio is against.
+	Best    bool    `json:"best,omitempty"`
+	Measure Measure `json:"measure"`
+}
+
 // Config tunes Compare.
 type Config struct {
-	// Duration is each side's measured time per workload, split into
-	// Rounds slices (default 4) run in alternation (dlock, baseline,
-	// baseline, dlock, ...) so that drifting load on the machine hits
-	// both alike.
+	// Duration is each side's measured time per workload (each of the
+	// baseline's ways of waiting, contended), split into Rounds slices
+	// (default 4) run in alternation (dlock, baseline, baseline, dlock,
+	// ...) so that drifting load on the machine hits both alike.
 	Duration time.Duration
-	Rounds   int
+	// Ops, when positive, replaces Duration by a count: each side runs
+	// Ops operations per workload (at least one a round), whatever the
+	// machine's speed, and no wait is cut short. Tests use it.
+	Ops    int
+	Rounds int
 	// Workloads to run (default Workloads).
 	Workloads []Workload
 	// Prefix starts every lock name of the run.
 	Prefix string
 }
+
+// drain is how long the waits under way when a timed contended slice
+// ends may still be granted: canceling them would charge a side for how
+// its backend cleans a canceled wait up (see benchwork.Contend.Drain).
+const drain = 30 * time.Second
 
 // Compare measures both sides of t on every workload.
 func Compare(ctx context.Context, t *Target, cfg Config, each func(Comparison)) ([]Comparison, error) {
@@ -116,6 +141,14 @@ func Compare(ctx context.Context, t *Target, cfg Config, each func(Comparison)) 
 	return out, nil
 }
 
+// budget is one round's budget of one side.
+func (cfg Config) budget() benchwork.Budget {
+	if cfg.Ops > 0 {
+		return benchwork.Count(max(1, (cfg.Ops+cfg.Rounds-1)/cfg.Rounds))
+	}
+	return benchwork.For(cfg.Duration / time.Duration(cfg.Rounds))
+}
+
 // tally accumulates one side's rounds.
 type tally struct {
 	cycles     benchwork.Cycles
@@ -126,31 +159,23 @@ type tally struct {
 	clientOK   bool
 }
 
+// entrant is one measured way of taking the lock in a workload: an
+// uncontended side, or one contender of a side.
+type entrant struct {
+	side *Side
+	name string
+	// extra: a baseline contender for reference only.
+	extra bool
+	lock  benchwork.Lock // contended only
+	tally tally
+}
+
 func (t *Target) compare(ctx context.Context, w Workload, cfg Config) (Comparison, error) {
-	sides := [2]*Side{&t.Dlock, &t.Base}
-	var tallies [2]tally
-	for i := range tallies {
-		tallies[i].serverOK = t.ServerTime != nil
-		_, tallies[i].clientOK = benchwork.ProcessCPU()
-		if !w.Contended {
-			// Warm every pooled connection (prepared statements, scripts)
-			// before anything is counted.
-			benchwork.RunCycles(ctx, benchwork.Count(4*w.Goroutines), w.Goroutines,
-				fmt.Sprintf("%swarm/%s/%d/", cfg.Prefix, w.Name, i), sides[i].Cycle, benchwork.GoOn)
-		}
+	es, teardown, err := t.entrants(ctx, w, cfg)
+	defer teardown()
+	if err != nil {
+		return Comparison{}, err
 	}
-	var locks [2]benchwork.Lock
-	if w.Contended {
-		for i, s := range sides {
-			lock, teardown, err := setUpContenders(ctx, s, w, fmt.Sprintf("%s%s/%d/lock", cfg.Prefix, w.Name, i))
-			if err != nil {
-				return Comparison{}, err
-			}
-			defer teardown()
-			locks[i] = lock
-		}
-	}
-	slice := cfg.Duration / time.Duration(cfg.Rounds)
 	var writes []time.Duration
 	for r := range cfg.Rounds {
 		if w.Contended && t.Write != nil {
@@ -160,22 +185,21 @@ func (t *Target) compare(ctx context.Context, w Workload, cfg Config) (Compariso
 			}
 			writes = append(writes, ws...)
 		}
-		for k := range 2 {
-			i := (r + k) % 2 // dlock, base; base, dlock; ...
+		for k := range es {
+			i := (r + k) % len(es) // dlock, base; base, dlock; ... for two
 			name := fmt.Sprintf("%s%s/%d/r%d/", cfg.Prefix, w.Name, i, r)
-			if err := t.round(ctx, w, sides[i], &tallies[i], slice, name, locks[i]); err != nil {
-				return Comparison{}, err
-			}
+			t.round(ctx, w, es[i], cfg.budget(), name)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return Comparison{}, fmt.Errorf("bench interrupted: %w", err)
 	}
 	c := Comparison{Backend: t.Backend, Workload: w.Name, Goroutines: w.Goroutines, Contended: w.Contended,
-		BaselineImpl: t.Baseline, ServerTime: t.ServerTimeKind,
-		Dlock: tallies[0].measure(sides[0]), Baseline: tallies[1].measure(sides[1])}
+		BaselineImpl: t.Baseline, ServerTime: t.ServerTimeKind, Dlock: es[0].tally.measure(es[0].side)}
 	if w.Contended {
-		c.BaselineImpl = t.BaselineContended
+		c.pickBest(es[1:])
+	} else {
+		c.Baseline = es[1].tally.measure(es[1].side)
 	}
 	if len(writes) > 0 {
 		c.WriteP50Ms, c.Write = ms(benchwork.Percentile(writes, 50)), t.WriteKind
@@ -186,16 +210,76 @@ func (t *Target) compare(ctx context.Context, w Workload, cfg Config) (Compariso
 	return c, nil
 }
 
-// setUpContenders sets up one side's contenders for a contended
+// entrants sets up what w measures: dlock first, then the baseline (each
+// of its contenders, when contended); the teardown undoes it.
+func (t *Target) entrants(ctx context.Context, w Workload, cfg Config) ([]*entrant, func(), error) {
+	var es []*entrant
+	var teardowns []func()
+	teardown := func() {
+		for _, td := range slices.Backward(teardowns) {
+			td()
+		}
+	}
+	for i, s := range []*Side{&t.Dlock, &t.Base} {
+		if !w.Contended {
+			// Warm every pooled connection (prepared statements, scripts)
+			// before anything is counted.
+			benchwork.RunCycles(ctx, benchwork.Count(4*w.Goroutines), w.Goroutines,
+				fmt.Sprintf("%swarm/%s/%d/", cfg.Prefix, w.Name, i), s.Cycle, benchwork.GoOn)
+			es = append(es, newEntrant(t, s, "", false))
+			continue
+		}
+		for j, ct := range s.Contenders {
+			lock, td, err := setUpContenders(ctx, ct, w, fmt.Sprintf("%s%s/%d.%d/lock", cfg.Prefix, w.Name, i, j))
+			if err != nil {
+				return nil, teardown, err
+			}
+			teardowns = append(teardowns, td)
+			e := newEntrant(t, s, ct.Name, ct.Extra)
+			e.lock = lock
+			es = append(es, e)
+		}
+	}
+	return es, teardown, nil
+}
+
+func newEntrant(t *Target, s *Side, name string, extra bool) *entrant {
+	e := &entrant{side: s, name: name, extra: extra}
+	e.tally.serverOK = t.ServerTime != nil
+	_, e.tally.clientOK = benchwork.ProcessCPU()
+	return e
+}
+
+// pickBest fills the contended comparison's Candidates from the
+// baseline's entrants and makes the best of them (the highest rate of
+// those not Extra and without a violation) its Baseline.
+func (c *Comparison) pickBest(es []*entrant) {
+	best := -1
+	for i, e := range es {
+		m := e.tally.measure(e.side)
+		c.Candidates = append(c.Candidates, Candidate{Name: e.name, Extra: e.extra, Measure: m})
+		if !e.extra && m.Violations == 0 && (best < 0 || m.PerSec > c.Candidates[best].Measure.PerSec) {
+			best = i
+		}
+	}
+	if best < 0 {
+		c.BaselineImpl = "no baseline candidate without violations"
+		return
+	}
+	c.Candidates[best].Best = true
+	c.Baseline, c.BaselineImpl = c.Candidates[best].Measure, c.Candidates[best].Name
+}
+
+// setUpContenders sets up one contender's workers for a contended
 // workload, once for all its rounds, and has each take and release the
 // lock once before anything is counted: a contender's connections,
 // sessions and subscriptions are then up, as in the long-running
 // processes the workload stands for, and none of them is set up again in
 // every round.
-func setUpContenders(ctx context.Context, s *Side, w Workload, name string) (benchwork.Lock, func(), error) {
-	lock, teardown, err := s.Contend(ctx, w.Goroutines, name)
+func setUpContenders(ctx context.Context, ct Contender, w Workload, name string) (benchwork.Lock, func(), error) {
+	lock, teardown, err := ct.Contend(ctx, w.Goroutines, name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: set up %d contenders: %w", w.Name, w.Goroutines, err)
+		return nil, func() {}, fmt.Errorf("%s: %s: set up %d contenders: %w", w.Name, ct.Name, w.Goroutines, err)
 	}
 	for worker := range w.Goroutines {
 		release, err := lock(ctx, worker)
@@ -204,21 +288,21 @@ func setUpContenders(ctx context.Context, s *Side, w Workload, name string) (ben
 		}
 		if err != nil {
 			teardown()
-			return nil, nil, fmt.Errorf("%s: warm contender %d: %w", w.Name, worker, err)
+			return nil, func() {}, fmt.Errorf("%s: %s: warm contender %d: %w", w.Name, ct.Name, worker, err)
 		}
 	}
 	return lock, teardown, nil
 }
 
-// round runs one side for d and adds it to tl; lock is the side's
-// contenders in a contended workload.
-func (t *Target) round(ctx context.Context, w Workload, s *Side, tl *tally, d time.Duration, name string, lock benchwork.Lock) error {
+// round runs one entrant for one round's budget and adds it to its tally.
+func (t *Target) round(ctx context.Context, w Workload, e *entrant, budget benchwork.Budget, name string) {
+	tl := &e.tally
 	run := func() {
-		tl.cycles = tl.cycles.Merge(benchwork.RunCycles(ctx, benchwork.For(d), w.Goroutines, name, s.Cycle, benchwork.GoOn))
+		tl.cycles = tl.cycles.Merge(benchwork.RunCycles(ctx, budget, w.Goroutines, name, e.side.Cycle, benchwork.GoOn))
 	}
 	if w.Contended {
 		run = func() {
-			c := benchwork.RunContended(ctx, benchwork.For(d), benchwork.Contend{Workers: w.Goroutines, OnError: benchwork.GoOn}, lock)
+			c := benchwork.RunContended(ctx, budget, benchwork.Contend{Workers: w.Goroutines, OnError: benchwork.GoOn, Drain: drain}, e.lock)
 			if tl.contention == nil {
 				tl.contention = c
 			} else {
@@ -226,15 +310,14 @@ func (t *Target) round(ctx context.Context, w Workload, s *Side, tl *tally, d ti
 			}
 		}
 	}
-	rt0, srv0 := t.probe(ctx, s, tl)
+	rt0, srv0 := t.probe(ctx, e.side, tl)
 	cpu0, _ := benchwork.ProcessCPU()
 	run()
 	cpu1, _ := benchwork.ProcessCPU()
-	rt1, srv1 := t.probe(ctx, s, tl)
+	rt1, srv1 := t.probe(ctx, e.side, tl)
 	tl.rt += rt1 - rt0
 	tl.server += int64(srv1 - srv0)
 	tl.client += cpu1 - cpu0
-	return nil
 }
 
 // probe reads the side's round-trip count and the server's time; a

@@ -3,6 +3,7 @@ package baseline
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -28,8 +29,7 @@ func openEtcd(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.O
 		return nil, err
 	}
 	t := &Target{Backend: "etcd",
-		Baseline:          "concurrency.Mutex Lock+Unlock, every goroutine on one concurrency.Session",
-		BaselineContended: "concurrency.Mutex, one Session per waiter"}
+		Baseline: "concurrency.Mutex Lock+Unlock, every goroutine on one concurrency.Session"}
 	mk := func(rt *Counter) (*clientv3.Client, error) {
 		c := ccfg
 		c.DialOptions = []grpc.DialOption{grpc.WithUnaryInterceptor(countUnary(rt)), grpc.WithStreamInterceptor(countStream(rt))}
@@ -73,7 +73,8 @@ func (t *Target) etcdSides(ctx context.Context, mk func(*Counter) (*clientv3.Cli
 		return fmt.Errorf("baseline session: %w", err)
 	}
 	t.onClose(func() { _ = m.shared.Close() })
-	t.Base = Side{Cycle: m.cycle, Contend: m.contend, RoundTrips: brt}
+	waits := append([]Contender{{Name: "concurrency.Mutex Lock, one Session each", Contend: m.contend}}, polls(m.attempts)...)
+	t.Base = Side{Cycle: m.cycle, Contenders: waits, RoundTrips: brt}
 	// The handoff's yardstick: one Put, on the baseline's client between
 	// rounds (so counted in no side's round trips). A handoff takes at
 	// least the delete that frees the lock and the watch event it sends.
@@ -173,19 +174,57 @@ func (m *etcdMutex) cycle(ctx context.Context, name string) error {
 // would have: a Mutex is re-entrant within one Session.
 func (m *etcdMutex) contend(ctx context.Context, workers int, name string) (benchwork.Lock, func(), error) {
 	return perWorker(ctx, workers, func(context.Context) (benchwork.Lock, func(), error) {
-		s, err := concurrency.NewSession(m.cli, concurrency.WithTTL(m.ttl))
+		mu, closeSession, err := m.ownMutex(name)
 		if err != nil {
 			return nil, nil, err
 		}
-		mu := concurrency.NewMutex(s, keyFor(name))
 		lock := func(ctx context.Context, _ int) (func(context.Context) error, error) {
 			if err := mu.Lock(ctx); err != nil {
 				return nil, err
 			}
 			return mu.Unlock, nil
 		}
-		return lock, func() { _ = s.Close() }, nil
+		return lock, closeSession, nil
 	})
+}
+
+// attempts are Mutex.TryLock, each worker on a Session of its own.
+func (m *etcdMutex) attempts(_ context.Context, workers int, name string) ([]attempt, func(), error) {
+	as := make([]attempt, 0, workers)
+	var closers []func()
+	teardown := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for range workers {
+		mu, closeSession, err := m.ownMutex(name)
+		if err != nil {
+			teardown()
+			return nil, nil, err
+		}
+		closers = append(closers, closeSession)
+		as = append(as, func(ctx context.Context) (func(context.Context) error, bool, error) {
+			err := mu.TryLock(ctx)
+			if errors.Is(err, concurrency.ErrLocked) {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			return mu.Unlock, true, nil
+		})
+	}
+	return as, teardown, nil
+}
+
+// ownMutex is a Mutex on name over a new Session, and the Session's close.
+func (m *etcdMutex) ownMutex(name string) (*concurrency.Mutex, func(), error) {
+	s, err := concurrency.NewSession(m.cli, concurrency.WithTTL(m.ttl))
+	if err != nil {
+		return nil, nil, err
+	}
+	return concurrency.NewMutex(s, keyFor(name)), func() { _ = s.Close() }, nil
 }
 
 // etcdMetrics sets ServerTime from etcd's process_cpu_seconds_total, read

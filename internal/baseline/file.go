@@ -4,15 +4,12 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
-	"runtime"
 	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/filelock"
-	"github.com/dlockdev/dlock/internal/benchwork"
 )
 
 // Statements of the hand-written SQLite lock.
@@ -28,8 +25,7 @@ const (
 func openFile(ctx context.Context, u *url.URL, opts []dlock.Option) (*Target, error) {
 	sync := cmp.Or(u.Query().Get("sync"), filelock.SyncNormal)
 	t := &Target{Backend: "file",
-		Baseline:          "SQLite INSERT OR IGNORE + token-checked DELETE, same file and pragmas",
-		BaselineContended: "busy poll of the INSERT OR IGNORE"}
+		Baseline: "SQLite INSERT OR IGNORE + token-checked DELETE, same file and pragmas"}
 	t.NewLocker = func(o ...dlock.Option) (*dlock.Locker, error) {
 		return dlock.Open(ctx, u.String(), append(opts, o...)...)
 	}
@@ -49,7 +45,7 @@ func openFile(ctx context.Context, u *url.URL, opts []dlock.Option) (*Target, er
 		return nil, fmt.Errorf("create the baseline's table: %w", err)
 	}
 	f := sqliteLock{db}
-	t.Base = Side{Cycle: f.cycle, Contend: f.contend}
+	t.Base = Side{Cycle: cycleOf(f.attempt), Contenders: polls(shared(f.attempt))}
 	return t, nil
 }
 
@@ -81,31 +77,15 @@ func (f sqliteLock) drop(ctx context.Context, name, tok string) error {
 	return err
 }
 
-func (f sqliteLock) cycle(ctx context.Context, name string) error {
-	key, tok := keyFor(name), newToken()
-	ok, err := f.try(ctx, key, tok)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return errors.New("baseline: " + key + " is held")
-	}
-	return f.drop(ctx, key, tok)
-}
-
-func (f sqliteLock) contend(_ context.Context, _ int, name string) (benchwork.Lock, func(), error) {
+// attempt is one INSERT OR IGNORE with a fresh token.
+func (f sqliteLock) attempt(name string) attempt {
 	key := keyFor(name)
-	return func(ctx context.Context, _ int) (func(context.Context) error, error) {
+	return func(ctx context.Context) (func(context.Context) error, bool, error) {
 		tok := newToken()
-		for {
-			ok, err := f.try(ctx, key, tok)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				return func(ctx context.Context) error { return f.drop(ctx, key, tok) }, nil
-			}
-			runtime.Gosched()
+		ok, err := f.try(ctx, key, tok)
+		if err != nil || !ok {
+			return nil, false, err
 		}
-	}, func() {}, nil
+		return func(ctx context.Context) error { return f.drop(ctx, key, tok) }, true, nil
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"runtime"
 	"time"
 
 	"github.com/dlockdev/dlock"
@@ -40,12 +39,10 @@ func openPostgres(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlo
 		return nil, err
 	}
 	t := &Target{Backend: "postgres-lease",
-		Baseline:          "one-statement upsert lease (INSERT ... ON CONFLICT DO UPDATE WHERE expired RETURNING) + token-checked DELETE",
-		BaselineContended: "busy poll of the upsert"}
+		Baseline: "one-statement upsert lease (INSERT ... ON CONFLICT DO UPDATE WHERE expired RETURNING fence) + token-checked DELETE"}
 	if cfg.Mode == pglock.Advisory {
 		t.Backend = "postgres-advisory"
 		t.Baseline = "pg_try_advisory_lock + pg_advisory_unlock on a pooled connection"
-		t.BaselineContended = "blocking pg_advisory_lock (the server queues the waiters)"
 	}
 	if err := t.postgresSides(ctx, cfg, pcfg, ttl, opts); err != nil {
 		t.Close()
@@ -118,14 +115,15 @@ func (t *Target) postgresSides(ctx context.Context, cfg pglock.Config, pcfg *pgx
 	}
 	if cfg.Mode == pglock.Advisory {
 		a := pgAdvisory{bp}
-		t.Base = Side{Cycle: a.cycle, Contend: a.contend, RoundTrips: brt}
+		waits := append([]Contender{{Name: "blocking pg_advisory_lock", Contend: a.contend}}, polls(shared(a.attempt))...)
+		t.Base = Side{Cycle: cycleOf(a.attempt), Contenders: waits, RoundTrips: brt}
 		return nil
 	}
 	if _, err := bp.Exec(ctx, pgLeaseSchema); err != nil {
 		return fmt.Errorf("create the baseline's lease table: %w", err)
 	}
 	ls := pgLease{bp, ttl.Milliseconds()}
-	t.Base = Side{Cycle: ls.cycle, Contend: ls.contend, RoundTrips: brt}
+	t.Base = Side{Cycle: cycleOf(ls.attempt), Contenders: polls(shared(ls.attempt)), RoundTrips: brt}
 	return nil
 }
 
@@ -175,22 +173,26 @@ func (pgTracer) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEn
 // pgAdvisory is raw session advisory locks on a pool.
 type pgAdvisory struct{ pool *pgxpool.Pool }
 
-func (a pgAdvisory) cycle(ctx context.Context, name string) error {
-	conn, err := a.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
+// attempt is one pg_try_advisory_lock on a pooled connection, kept until
+// the unlock when it takes the lock.
+func (a pgAdvisory) attempt(name string) attempt {
 	key := pglock.Key(keyFor(name))
-	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
-		return err
+	return func(ctx context.Context) (func(context.Context) error, bool, error) {
+		conn, err := a.pool.Acquire(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil || !ok {
+			conn.Release()
+			return nil, false, err
+		}
+		return func(ctx context.Context) error {
+			defer conn.Release()
+			_, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", key)
+			return err
+		}, true, nil
 	}
-	if !ok {
-		return fmt.Errorf("baseline: advisory key %d is held", key)
-	}
-	_, err = conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", key)
-	return err
 }
 
 // contend blocks in the server: pg_advisory_lock on a pooled connection
@@ -235,31 +237,15 @@ func (l pgLease) drop(ctx context.Context, name, tok string) error {
 	return err
 }
 
-func (l pgLease) cycle(ctx context.Context, name string) error {
-	key, tok := keyFor(name), newToken()
-	ok, err := l.try(ctx, key, tok)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("baseline: lease %s is held", key)
-	}
-	return l.drop(ctx, key, tok)
-}
-
-func (l pgLease) contend(_ context.Context, _ int, name string) (benchwork.Lock, func(), error) {
+// attempt is one upsert with a fresh token.
+func (l pgLease) attempt(name string) attempt {
 	key := keyFor(name)
-	return func(ctx context.Context, _ int) (func(context.Context) error, error) {
+	return func(ctx context.Context) (func(context.Context) error, bool, error) {
 		tok := newToken()
-		for {
-			ok, err := l.try(ctx, key, tok)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				return func(ctx context.Context) error { return l.drop(ctx, key, tok) }, nil
-			}
-			runtime.Gosched()
+		ok, err := l.try(ctx, key, tok)
+		if err != nil || !ok {
+			return nil, false, err
 		}
-	}, func() {}, nil
+		return func(ctx context.Context) error { return l.drop(ctx, key, tok) }, true, nil
+	}
 }

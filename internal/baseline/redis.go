@@ -4,31 +4,35 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
 
-// redisRelease is the baseline's release: DEL only if the token matches.
-const redisRelease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+// The baseline's scripts, each loaded once and run by EVALSHA: an
+// acquire that sets the key and, only when it took it, increments the
+// name's fence counter (one round trip, the fence in the reply); and a
+// release that deletes the key only if the token matches.
+const (
+	redisAcquire = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return redis.call('INCR', KEYS[2]) end
 return 0`
+	redisRelease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`
+)
 
-// openRedis compares redislock with SET NX PX + INCR fence + Lua release.
+// openRedis compares redislock with the two-script baseline.
 func openRedis(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.Option) (*Target, error) {
 	rcfg, newClient, err := redisURL(u)
 	if err != nil {
 		return nil, err
 	}
 	t := &Target{
-		Backend:           "redis",
-		Baseline:          "SET NX PX + INCR fence + Lua token-checked release",
-		BaselineContended: "busy poll of SET NX PX, then INCR and Lua release",
+		Backend:  "redis",
+		Baseline: "one Lua script per acquire (SET NX PX, INCR of the fence when taken) and one per token-checked release, by EVALSHA",
 	}
 	mk := func(rt *Counter) (redis.UniversalClient, error) {
 		c := newClient()
@@ -75,7 +79,7 @@ func (t *Target) redisSides(ctx context.Context, dc redis.UniversalClient, drt *
 	if err != nil {
 		return err
 	}
-	t.Base = Side{Cycle: rb.cycle, Contend: rb.contend, RoundTrips: rt}
+	t.Base = Side{Cycle: cycleOf(rb.attempt), Contenders: polls(shared(rb.attempt)), RoundTrips: rt}
 	return nil
 }
 
@@ -172,61 +176,51 @@ func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 
 // redisBaseline is the hand-written Redis lock.
 type redisBaseline struct {
-	c       redis.UniversalClient
-	ttl     time.Duration
-	release string // SHA1 of redisRelease, loaded once
+	c                redis.UniversalClient
+	ttlMs            int64
+	acquire, release string // SHA1s of the scripts, loaded once
 }
 
 func newRedisBaseline(ctx context.Context, c redis.UniversalClient, ttl time.Duration) (*redisBaseline, error) {
-	sha, err := c.ScriptLoad(ctx, redisRelease).Result()
-	if err != nil {
+	r := &redisBaseline{c: c, ttlMs: ttl.Milliseconds()}
+	var err error
+	if r.acquire, err = c.ScriptLoad(ctx, redisAcquire).Result(); err != nil {
+		return nil, fmt.Errorf("load the baseline's acquire script: %w", err)
+	}
+	if r.release, err = c.ScriptLoad(ctx, redisRelease).Result(); err != nil {
 		return nil, fmt.Errorf("load the baseline's release script: %w", err)
 	}
-	return &redisBaseline{c: c, ttl: ttl, release: sha}, nil
+	return r, nil
 }
 
-// try is SET NX PX then, when taken, INCR of the name's fence counter.
-func (r *redisBaseline) try(ctx context.Context, key, tok string) (bool, error) {
-	ok, err := r.c.SetNX(ctx, key, tok, r.ttl).Result()
-	if err != nil || !ok {
-		return false, err
-	}
-	return true, r.c.Incr(ctx, key+":fence").Err()
+// redisKeys are the lock's key and its fence counter's, in one hash slot.
+func redisKeys(name string) []string {
+	k := "dlock-bench-baseline:{" + name + "}"
+	return []string{k, k + ":fence"}
 }
 
-// unlock is the token-checked release, by EVALSHA of the loaded script.
+// try runs the acquire script: the new fence when taken, 0 when held.
+func (r *redisBaseline) try(ctx context.Context, keys []string, tok string) (bool, error) {
+	fence, err := r.c.EvalSha(ctx, r.acquire, keys, tok, r.ttlMs).Int64()
+	return fence > 0, err
+}
+
+// unlock is the token-checked release.
 func (r *redisBaseline) unlock(ctx context.Context, key, tok string) error {
 	return r.c.EvalSha(ctx, r.release, []string{key}, tok).Err()
 }
 
-func (r *redisBaseline) cycle(ctx context.Context, name string) error {
-	key, tok := keyFor(name), newToken()
-	ok, err := r.try(ctx, key, tok)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("baseline: %s is held", key)
-	}
-	return r.unlock(ctx, key, tok)
-}
-
-// contend is the busy poll: try again at once until taken.
-func (r *redisBaseline) contend(_ context.Context, _ int, name string) (benchwork.Lock, func(), error) {
-	key := keyFor(name)
-	return func(ctx context.Context, _ int) (func(context.Context) error, error) {
+// attempt is one try at name with a fresh token.
+func (r *redisBaseline) attempt(name string) attempt {
+	keys := redisKeys(name)
+	return func(ctx context.Context) (func(context.Context) error, bool, error) {
 		tok := newToken()
-		for {
-			ok, err := r.try(ctx, key, tok)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				return func(ctx context.Context) error { return r.unlock(ctx, key, tok) }, nil
-			}
-			runtime.Gosched()
+		ok, err := r.try(ctx, keys, tok)
+		if err != nil || !ok {
+			return nil, false, err
 		}
-	}, func() {}, nil
+		return func(ctx context.Context) error { return r.unlock(ctx, keys[0], tok) }, true, nil
+	}
 }
 
 // serverCPU is the Redis server process's CPU time so far (user +

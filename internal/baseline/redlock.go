@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/dlockdev/dlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
@@ -27,9 +25,8 @@ func openRedlock(ctx context.Context, u *url.URL, ttl time.Duration, opts []dloc
 		return nil, err
 	}
 	t := &Target{
-		Backend:           "redlock",
-		Baseline:          fmt.Sprintf("parallel SET NX PX on %d nodes, majority wins; Lua release on all", len(nodes)),
-		BaselineContended: "busy poll of the same",
+		Backend:  "redlock",
+		Baseline: fmt.Sprintf("parallel SET NX PX on %d nodes, majority wins; Lua release on all (redsync's algorithm)", len(nodes)),
 	}
 	mk := t.redlockClients(ctx, nodes)
 	err = t.redlockSides(ctx, mk, cfg, opts, ttl)
@@ -111,7 +108,7 @@ func (t *Target) redlockSides(ctx context.Context, mk func(*Counter) ([]redis.Un
 			return err
 		}
 	}
-	t.Base = Side{Cycle: rb.cycle, Contend: rb.contend, RoundTrips: brt}
+	t.Base = Side{Cycle: rb.cycle, Contenders: polls(shared(rb.attempt)), RoundTrips: brt}
 	return nil
 }
 
@@ -228,19 +225,15 @@ func (r *redlockBaseline) cycle(ctx context.Context, name string) error {
 	return nil
 }
 
-func (r *redlockBaseline) contend(_ context.Context, _ int, name string) (benchwork.Lock, func(), error) {
+// attempt is one try at name with a fresh token.
+func (r *redlockBaseline) attempt(name string) attempt {
 	key := keyFor(name)
-	return func(ctx context.Context, _ int) (func(context.Context) error, error) {
+	return func(ctx context.Context) (func(context.Context) error, bool, error) {
 		tok := newToken()
-		for {
-			ok, err := r.try(ctx, key, tok)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				return func(ctx context.Context) error { r.unlock(ctx, key, tok); return nil }, nil
-			}
-			runtime.Gosched()
+		ok, err := r.try(ctx, key, tok)
+		if err != nil || !ok {
+			return nil, false, err
 		}
-	}, func() {}, nil
+		return func(ctx context.Context) error { r.unlock(ctx, key, tok); return nil }, true, nil
+	}
 }

@@ -1,8 +1,11 @@
-// Package benchreport renders the results of `dlock bench --compare` and
-// `dlock bench --leases`: a table for people, Markdown for the docs, and
-// an SVG bar chart of dlock against the hand-written baseline. The
-// regeneration of docs/benchmarks.md and docs/benchmarks.svg lives in
-// this package's tests (see regenerate_test.go).
+// Package benchreport renders the results of `dlock bench`: a table for
+// people, Markdown for the docs, an SVG bar chart of dlock against the
+// hand-written baseline, and the README's summary with the targets met
+// and missed. Every published figure is rendered from one committed
+// results file (Results, docs/benchmarks.json) into named blocks of the
+// docs (Blocks, package docblock); the measuring run lives in this
+// package's tests (regenerate_test.go, make bench-readme) and a test
+// checks every block against the file (docs_test.go).
 package benchreport
 
 import (
@@ -14,32 +17,91 @@ import (
 	"github.com/dlockdev/dlock/internal/baseline"
 )
 
+// tableColumns are WriteTable's columns and what the legend says of each.
+var tableColumns = []struct{ name, legend string }{
+	{"WORKLOAD", "uncontended-G, G goroutines on one Locker (the baseline: one client), each on its own name, one attempt then a release; " +
+		"contended-16, 16 workers each with its own Locker (session, connection) on one name: wait for the lock, release, pause 1 ms."},
+	{"SIDE", "dlock, or the hand-written baseline; contended, each way the baseline waits: * marks the best (the most critical " +
+		"sections per second), which RATIO is against; (ref.) marks a way shown for reference only, never the best (a busy poll " +
+		"spends a core per waiter)."},
+	{"OPS/S", "cycles (uncontended) or critical sections (contended) per second."},
+	{"RATIO", "dlock's OPS/S over the baseline's (on a baseline row, over that row's): above 1, dlock did more."},
+	{"P50 MS", "the median of one acquire+release cycle (uncontended) or of the wait for the lock (contended)."},
+	{"P99 MS", "the 99th percentile of the same."},
+	{"HANDOFF P50 MS", "contended: the median time from a holder's release to the next grant."},
+	{"FAIRNESS", "contended: the fewest critical sections of a worker over the most (1: even; 0: a worker got none)."},
+	{"RT/OP", "client round trips per cycle or critical section, counted by a hook on each side's client (go-redis hook, " +
+		"pgx tracer, gRPC interceptors, ZooKeeper requests written); n/a: an embedded backend."},
+	{"SERVER µS/OP", "the server's time per op, where the backend exposes it"},
+	{"CLIENT µS/OP", "this process's CPU (user + system) per op, the harness's share included alike for both sides."},
+	{"ERRORS", "failed acquires and releases (a wait ended by the run's end is none)."},
+	{"VIOLATIONS", "grants made while another worker held the lock: mutual exclusion broken; must be 0."},
+}
+
 // WriteTable writes comparisons as aligned text: per backend a heading
-// naming the baseline, then two rows per workload (dlock, baseline).
+// naming the baseline, then per workload a row for dlock and one for the
+// baseline (contended: one for each of the baseline's ways of waiting,
+// the best marked), and a legend of every column.
 func WriteTable(w io.Writer, cs []baseline.Comparison) error {
+	var head strings.Builder
+	for _, c := range tableColumns {
+		head.WriteString(c.name + "\t")
+	}
 	for i, group := range byBackend(cs) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		c0 := group[0]
-		fmt.Fprintf(w, "%s: dlock against %s\n", c0.Backend, describe(group))
+		fmt.Fprintf(w, "%s: dlock against %s\n", group[0].Backend, describe(group))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "WORKLOAD\tSIDE\tOPS/S\tRATIO\tP50 MS\tP99 MS\tHANDOFF P50 MS\tFAIRNESS\tRT/OP\tSERVER µS/OP\tCLIENT µS/OP\tERRORS\tVIOLATIONS\t")
+		fmt.Fprintln(tw, head.String())
 		for _, c := range group {
 			row(tw, c.Workload, "dlock", fmt.Sprintf("%.2f", c.Ratio), c.Contended, c.Dlock)
-			row(tw, "", "baseline", "", c.Contended, c.Baseline)
+			if len(c.Candidates) == 0 {
+				row(tw, "", "baseline", "", c.Contended, c.Baseline)
+			}
+			for _, cand := range c.Candidates {
+				row(tw, "", candidateSide(cand), ratioTo(c.Dlock, cand.Measure), true, cand.Measure)
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		writeHandoffRefs(w, group, "")
 	}
-	fmt.Fprintln(w, "\nP50/P99: one acquire+release cycle (uncontended) or the wait for the lock (contended).")
-	fmt.Fprintln(w, "RT/OP: client round trips per cycle, counted by a hook on each side's client.")
-	if st := serverTimeKinds(cs); st != "" {
-		fmt.Fprintf(w, "SERVER µS/OP: %s.\n", st)
+	fmt.Fprintln(w)
+	return writeLegend(w, cs)
+}
+
+// candidateSide names a baseline's way of waiting in the SIDE column.
+func candidateSide(c baseline.Candidate) string {
+	switch {
+	case c.Best:
+		return "* " + c.Name
+	case c.Extra:
+		return c.Name + " (ref.)"
 	}
-	fmt.Fprintln(w, "CLIENT µS/OP: this process's CPU (user + system), the harness's share included.")
+	return c.Name
+}
+
+// ratioTo is dlock's rate over m's, formatted.
+func ratioTo(dlock, m baseline.Measure) string {
+	if m.PerSec <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", dlock.PerSec/m.PerSec)
+}
+
+// writeLegend explains every column of WriteTable.
+func writeLegend(w io.Writer, cs []baseline.Comparison) error {
+	for _, c := range tableColumns {
+		text := c.legend
+		if c.name == "SERVER µS/OP" {
+			text += ": " + orNA(serverTimeKinds(cs)) + "."
+		}
+		if _, err := fmt.Fprintf(w, "%s: %s\n", c.name, text); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -73,23 +135,30 @@ func byBackend(cs []baseline.Comparison) [][]baseline.Comparison {
 	return out
 }
 
-// describe names a backend's baselines, uncontended then contended.
+// describe names a backend's baseline: its uncontended cycle, and, when
+// contended, its ways of waiting.
 func describe(group []baseline.Comparison) string {
-	var un, co string
+	var un string
+	var waits []string
 	for _, c := range group {
-		if c.Contended {
-			co = c.BaselineImpl
-		} else {
+		switch {
+		case !c.Contended:
 			un = c.BaselineImpl
+		case len(c.Candidates) == 0:
+			waits = append(waits, c.BaselineImpl)
+		default:
+			for _, cand := range c.Candidates {
+				waits = append(waits, cand.Name)
+			}
 		}
 	}
 	switch {
 	case un == "":
-		return co
-	case co == "":
+		return "contended: " + strings.Join(waits, ", ")
+	case len(waits) == 0:
 		return un
 	}
-	return un + "; contended: " + co
+	return un + "; contended: " + strings.Join(waits, ", ")
 }
 
 // serverTimeKinds lists what server time means for each backend.

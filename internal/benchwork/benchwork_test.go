@@ -3,6 +3,7 @@ package benchwork_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,16 +94,34 @@ func TestRunCyclesCount(t *testing.T) {
 	})
 }
 
+// TestRunCyclesTimed checks a timed budget by order, not speed: every
+// worker's first cycle outlasts the budget (it sleeps the budget's length
+// from its own start, which is after the budget began), so no worker may
+// start a second; each started cycle runs to its end under the caller's
+// context, is counted once, and the run's time covers its longest cycle.
 func TestRunCyclesTimed(t *testing.T) {
-	c := benchwork.RunCycles(context.Background(), benchwork.For(100*time.Millisecond), 2, "p/", func(context.Context, string) error {
-		time.Sleep(time.Millisecond)
+	const budget, workers = 100 * time.Millisecond, 2
+	var calls atomic.Int64
+	var canceled atomic.Int64
+	c := benchwork.RunCycles(context.Background(), benchwork.For(budget), workers, "p/", func(ctx context.Context, _ string) error {
+		calls.Add(1)
+		time.Sleep(budget)
+		if ctx.Err() != nil {
+			canceled.Add(1)
+		}
 		return nil
 	}, benchwork.Stop)
-	if c.Elapsed < 100*time.Millisecond || c.N == 0 || c.N != len(c.Latencies) {
-		t.Fatalf("timed run: elapsed %v, N %d, latencies %d", c.Elapsed, c.N, len(c.Latencies))
+	if c.N != int(calls.Load()) || c.N != len(c.Latencies) || c.Failed != 0 {
+		t.Fatalf("timed run: N %d, cycles called %d, latencies %d, failed %d", c.N, calls.Load(), len(c.Latencies), c.Failed)
 	}
-	if c.Elapsed > time.Second {
-		t.Errorf("a 100ms budget ran %v", c.Elapsed)
+	if c.N > workers {
+		t.Errorf("%d cycles started by %d workers whose first cycle outlasted the budget: a cycle started after the end", c.N, workers)
+	}
+	if canceled.Load() > 0 {
+		t.Errorf("%d cycles saw their context canceled: a cycle was cut off by the budget", canceled.Load())
+	}
+	if c.N > 0 && c.Elapsed < slices.Max(c.Latencies) {
+		t.Errorf("run took %v, less than its longest cycle %v", c.Elapsed, slices.Max(c.Latencies))
 	}
 }
 
@@ -153,37 +172,121 @@ func TestRunContendedOnMemlock(t *testing.T) {
 	for _, n := range c.Counts {
 		sum += n
 	}
-	if sum != 200 || len(c.Handoffs) == 0 || c.Fairness() <= 0 || c.Rate() <= 0 {
+	if sum != 200 || len(c.Counts) != 4 || len(c.Handoffs) == 0 || c.Fairness() < 0 || c.Fairness() > 1 || c.Rate() <= 0 {
 		t.Errorf("counts %v, handoffs %d, fairness %v, rate %v", c.Counts, len(c.Handoffs), c.Fairness(), c.Rate())
 	}
 }
 
+// entered is a mutex on a channel that grants a free lock without
+// looking at the context (so the first worker to arrive always gets it)
+// and counts the workers that asked.
+type entered struct {
+	sem   chan struct{}
+	asked atomic.Int64
+}
+
+func newEntered() *entered { return &entered{sem: make(chan struct{}, 1)} }
+
+func (e *entered) lock(ctx context.Context, _ int) (func(context.Context) error, error) {
+	e.asked.Add(1)
+	release := func(context.Context) error { <-e.sem; return nil }
+	select {
+	case e.sem <- struct{}{}:
+		return release, nil
+	default:
+	}
+	select {
+	case e.sem <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// pastTheEnd is a Critical whose first call sleeps the budget's length:
+// the budget began before that call, so the holder releases after the
+// end, while every other worker that asked is still waiting.
+func pastTheEnd(budget time.Duration) func(int) {
+	var once sync.Once
+	return func(int) { once.Do(func() { time.Sleep(budget) }) }
+}
+
+// TestRunContendedTimedCancelsWaits: the waits under way at a timed
+// budget's end end with it, and do not count as failures. The first
+// worker to ask holds the lock until the run's context ends; the others
+// wait for nothing but that context, so the run returns only if the
+// budget's end cancels their waits.
 func TestRunContendedTimedCancelsWaits(t *testing.T) {
-	ls := memLockers(t, 3)
-	lock := benchwork.Acquire(ls, "one", dlock.WithTTL(5*time.Second), dlock.WithWait(dlock.Forever))
-	// Each holder keeps the lock 300 ms, so waits are under way when the
-	// 100 ms budget ends: they must end with it, and not count as failures.
-	start := time.Now()
-	c := benchwork.RunContended(context.Background(), benchwork.For(100*time.Millisecond),
-		benchwork.Contend{Workers: 3, Hold: 300 * time.Millisecond}, lock)
-	if c.Failed != 0 || c.N != 1 || c.Violations != 0 {
-		t.Errorf("failed %d (%v), grants %d, violations %d; want 0, 1, 0", c.Failed, c.Err, c.N, c.Violations)
+	var asked atomic.Int64
+	runCtx := make(chan context.Context, 1)
+	lock := func(ctx context.Context, _ int) (func(context.Context) error, error) {
+		if asked.Add(1) == 1 {
+			runCtx <- ctx
+			return func(context.Context) error { return nil }, nil
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Errorf("run took %v: waits outlived the budget", el)
+	holdToTheEnd := func(int) { ctx := <-runCtx; <-ctx.Done() }
+	c := benchwork.RunContended(context.Background(), benchwork.For(200*time.Millisecond),
+		benchwork.Contend{Workers: 3, Critical: holdToTheEnd}, lock)
+	want := min(1, int(asked.Load()))
+	if c.Failed != 0 || c.N != want || c.Violations != 0 {
+		t.Errorf("failed %d (%v), grants %d, violations %d; %d workers asked: want 0, %d, 0", c.Failed, c.Err, c.N, c.Violations, asked.Load(), want)
 	}
+}
+
+// TestRunContendedDrain: with Drain, the waits under way at a timed
+// budget's end are granted and counted, and no wait starts after it: the
+// first holder keeps the lock past the end, so every worker that asked
+// (once each) is granted once.
+func TestRunContendedDrain(t *testing.T) {
+	const budget = 200 * time.Millisecond
+	e := newEntered()
+	c := benchwork.RunContended(context.Background(), benchwork.For(budget),
+		benchwork.Contend{Workers: 3, Critical: pastTheEnd(budget), Drain: time.Minute}, e.lock)
+	if c.Failed != 0 || c.N != int(e.asked.Load()) || c.Violations != 0 {
+		t.Errorf("failed %d (%v), grants %d, violations %d; %d workers asked: want 0, as many grants, 0", c.Failed, c.Err, c.N, c.Violations, e.asked.Load())
+	}
+	if c.N > 3 {
+		t.Errorf("%d grants to 3 workers: a wait started after the budget's end", c.N)
+	}
+}
+
+// together returns a Critical that holds its callers, the first time,
+// until n of them are in their critical sections at once: an overlap of
+// n holders forced by order, not by sleeping and hoping.
+func together(n int) func(int) {
+	var mu sync.Mutex
+	in, done := 0, make(chan struct{})
+	return func(int) {
+		mu.Lock()
+		select {
+		case <-done:
+			mu.Unlock()
+			return
+		default:
+		}
+		if in++; in == n {
+			close(done)
+		}
+		mu.Unlock()
+		<-done
+	}
+}
+
+// noLock is a "lock" that excludes nobody.
+func noLock(context.Context, int) (func(context.Context) error, error) {
+	return func(context.Context) error { return nil }, nil
 }
 
 // TestRunContendedCountsViolations: a "lock" that excludes nobody must be
 // caught, or the violation count is blind.
 func TestRunContendedCountsViolations(t *testing.T) {
-	noLock := func(context.Context, int) (func(context.Context) error, error) {
-		return func(context.Context) error { return nil }, nil
-	}
 	c := benchwork.RunContended(context.Background(), benchwork.Count(8),
-		benchwork.Contend{Workers: 4, Hold: 50 * time.Millisecond}, noLock)
+		benchwork.Contend{Workers: 4, Critical: together(2)}, noLock)
 	if c.Violations == 0 {
-		t.Fatalf("4 workers holding a non-lock 50 ms each: no violation counted")
+		t.Fatalf("2 of 4 workers holding a non-lock at once: no violation counted")
 	}
 }
 
@@ -199,16 +302,13 @@ func TestRunContendedPermits(t *testing.T) {
 		}
 		sems[i] = s
 	}
-	cfg := benchwork.Contend{Workers: 4, Hold: 5 * time.Millisecond, Permits: 2}
+	cfg := benchwork.Contend{Workers: 4, Permits: 2, Critical: together(2)}
 	c := benchwork.RunContended(context.Background(), benchwork.Count(100), cfg, benchwork.AcquirePermit(sems))
 	if c.Violations != 0 || c.Failed != 0 || len(c.Waits) != 100 || c.MaxHolders != 2 {
 		t.Fatalf("violations %d, failed %d (%v), grants %d, most holders %d; want 0, 0, 100, 2",
 			c.Violations, c.Failed, c.Err, len(c.Waits), c.MaxHolders)
 	}
-	noLock := func(context.Context, int) (func(context.Context) error, error) {
-		return func(context.Context) error { return nil }, nil
-	}
-	cfg.Hold = 50 * time.Millisecond
+	cfg.Critical = together(3)
 	c = benchwork.RunContended(context.Background(), benchwork.Count(8), cfg, noLock)
 	if c.Violations == 0 || c.MaxHolders <= 2 {
 		t.Fatalf("4 workers holding a non-semaphore of 2: violations %d, most holders %d", c.Violations, c.MaxHolders)
@@ -239,16 +339,18 @@ func TestHoldCountsRefreshes(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	var marks []bool
+	// A 3 s TTL is refreshed every second: held 2.5 s, each lease is
+	// refreshed at least once unless its first refresh is 1.5 s late, and
+	// lost only if no refresh comes for 3 s.
 	h, err := benchwork.Hold{
 		Locker: l, Counter: rc, N: 50, Workers: 4, Prefix: "hold/",
-		For: 700 * time.Millisecond, Opts: []dlock.Option{dlock.WithTTL(300 * time.Millisecond)},
+		For: 2500 * time.Millisecond, Opts: []dlock.Option{dlock.WithTTL(3 * time.Second)},
 		Mark: func(held bool) { marks = append(marks, held) },
 	}.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Refreshes come at TTL/3 = 100 ms: 700 ms is about 7 per lease.
-	if h.Leases != 50 || h.Lost != 0 || h.Refreshes < 50*3 || h.Calls == 0 || h.Calls > h.Refreshes {
+	if h.Leases != 50 || h.Lost != 0 || h.Refreshes < 50 || h.Calls == 0 || h.Calls > h.Refreshes {
 		t.Errorf("holding %+v", h)
 	}
 	if len(marks) != 2 || !marks[0] || marks[1] {
@@ -265,18 +367,23 @@ func TestHoldRejectsZero(t *testing.T) {
 	}
 }
 
+// TestProcessCPU: spinning makes the process's CPU time grow. It spins
+// until the reading has grown by 10 ms, however long the machine's load
+// makes that take, and fails only if it never does (a minute).
 func TestProcessCPU(t *testing.T) {
 	c0, ok := benchwork.ProcessCPU()
 	if !ok {
 		t.Skip("no process CPU time on this platform")
 	}
 	x := 0
-	for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
-		x++
+	for start := time.Now(); time.Since(start) < time.Minute; {
+		for range 1_000_000 {
+			x++
+		}
+		if c1, _ := benchwork.ProcessCPU(); c1-c0 >= 10*time.Millisecond {
+			return
+		}
 	}
 	c1, _ := benchwork.ProcessCPU()
-	// 100 ms of spinning on a loaded machine: at least some of it on a CPU.
-	if c1-c0 < 10*time.Millisecond {
-		t.Errorf("CPU time went from %v to %v over 100 ms of spinning (%d loops)", c0, c1, x)
-	}
+	t.Errorf("CPU time went from %v to %v over a minute of spinning (%d loops)", c0, c1, x)
 }

@@ -19,7 +19,8 @@ type Budget struct {
 func Count(n int) Budget { return Budget{count: n} }
 
 // For is a Budget of d of wall time: workers start operations until d has
-// passed, and a contended wait still under way then is canceled.
+// passed, and a contended wait still under way then is canceled (or,
+// with Contend.Drain, given that long more to be granted).
 func For(d time.Duration) Budget { return Budget{d: d} }
 
 // Timed reports whether b is a duration.
@@ -35,19 +36,22 @@ func (b Budget) String() string {
 
 // meter hands a run's operations out to its workers.
 type meter struct {
-	ctx  context.Context // done when the run must stop
+	ctx  context.Context // done when the run's waits must stop
 	left atomic.Int64    // count budgets: operations not yet started
 	end  time.Time       // timed budgets: no operation starts after it
+	stop time.Time       // timed budgets: when ctx ends (end, plus any drain)
 }
 
-// start begins a run under ctx; the returned context ends with a timed
-// budget, and cancel must be called when the run is over.
-func (b Budget) start(ctx context.Context) (*meter, context.CancelFunc) {
+// start begins a run under ctx; with a timed budget the returned
+// context ends drain after the budget, and cancel must be called when
+// the run is over.
+func (b Budget) start(ctx context.Context, drain time.Duration) (*meter, context.CancelFunc) {
 	m := &meter{}
 	var cancel context.CancelFunc
 	if b.Timed() {
 		m.end = time.Now().Add(b.d)
-		m.ctx, cancel = context.WithDeadline(ctx, m.end)
+		m.stop = m.end.Add(max(drain, 0))
+		m.ctx, cancel = context.WithDeadline(ctx, m.stop)
 	} else {
 		m.left.Store(int64(b.count))
 		m.ctx, cancel = context.WithCancel(ctx)
@@ -72,8 +76,9 @@ func (m *meter) next() bool {
 // that nothing stays queued when the call returns.
 const endSlack = 100 * time.Millisecond
 
-// over reports whether the run has ended (or is about to), so that an
-// error seen now is the budget's cancellation rather than a failure.
+// over reports whether the run's waits have been stopped (or are about
+// to be), so that an error seen now is the budget's cancellation rather
+// than a failure.
 func (m *meter) over() bool {
-	return m.ctx.Err() != nil || (!m.end.IsZero() && time.Until(m.end) < endSlack)
+	return m.ctx.Err() != nil || (!m.stop.IsZero() && time.Until(m.stop) < endSlack)
 }

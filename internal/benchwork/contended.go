@@ -50,18 +50,29 @@ type Contend struct {
 	// Hold is how long a worker keeps the lock once granted (default 0:
 	// it releases at once).
 	Hold time.Duration
+	// Critical, if set, runs in every critical section, after Hold and
+	// before the release: the work done under the lock.
+	Critical func(worker int)
 	// OnError decides what a worker does after a failed acquire or
 	// release (default Stop).
 	OnError OnError
 	// Permits is how many workers may hold the lock at once (default 1:
 	// a mutex; more for a semaphore's permits).
 	Permits int
+	// Drain is how long, after a timed budget's end, the waits under way
+	// then may still be granted (and counted) before they are canceled;
+	// no wait starts after the end. 0 cancels them at the end. Canceling
+	// waits costs some backends more than others (a raw blocking
+	// pg_advisory_lock canceled by closing its connection leaves the
+	// server's backend queued until it notices), so comparisons drain.
+	Drain time.Duration
 }
 
 // RunContended runs budget's critical sections over cfg.Workers
 // goroutines that all take one lock through lock, each holding it
 // cfg.Hold and pausing Pause after its release. A timed budget cancels
-// the waits still under way when it ends; their errors are not failures.
+// the waits still under way when it ends (cfg.Drain after it); their
+// errors are not failures.
 // Releases run without the budget's deadline, so that a granted lock is
 // always given back.
 func RunContended(ctx context.Context, budget Budget, cfg Contend, lock Lock) *Contention {
@@ -70,7 +81,7 @@ func RunContended(ctx context.Context, budget Budget, cfg Contend, lock Lock) *C
 	}
 	cfg.Permits = max(cfg.Permits, 1)
 	c := &Contention{N: budget.count, Counts: make([]int, cfg.Workers)}
-	m, cancel := budget.start(ctx)
+	m, cancel := budget.start(ctx, cfg.Drain)
 	defer cancel()
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -113,6 +124,9 @@ func (c *Contention) work(m *meter, worker int, cfg Contend, lock Lock) int {
 		n++
 		if cfg.Hold > 0 {
 			time.Sleep(cfg.Hold)
+		}
+		if cfg.Critical != nil {
+			cfg.Critical(worker)
 		}
 		c.releasing()
 		if err := release(context.WithoutCancel(m.ctx)); err != nil && !c.failed(err, onErr) {

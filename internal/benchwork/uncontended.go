@@ -38,7 +38,7 @@ func GoOn(error) bool { return true }
 // timed budget's deadline, so that none is cut off half-way); ctx done
 // stops the run early.
 func RunCycles(ctx context.Context, budget Budget, workers int, prefix string, cycle Cycle, onErr OnError) Cycles {
-	m, cancel := budget.start(ctx)
+	m, cancel := budget.start(ctx, 0)
 	defer cancel()
 	var failed, started atomic.Int64
 	var first error

@@ -14,28 +14,9 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/benchreport"
 	"github.com/dlockdev/dlock/internal/benchwork"
 )
-
-// electionResult is what `dlock bench --election` measured: the time from
-// the SIGKILL of a leader to the return of the Campaign that was waiting
-// to succeed it, once per round. The leader's lease had between 2/3 of
-// its TTL and all of it left at the kill (the watchdog refreshes every
-// TTL/3); LeftMs is what the backend reported just before the kill, and
-// PastExpiryP50Ms the p50 of each round's failover minus it: how late
-// after the lease's end the new term began.
-type electionResult struct {
-	Workload        string    `json:"workload"`
-	Rounds          int       `json:"rounds"`
-	TTLSeconds      float64   `json:"ttl_seconds"`
-	FailoverMs      []float64 `json:"failover_ms"`
-	LeftMs          []float64 `json:"left_ms,omitempty"`
-	MinMs           float64   `json:"min_ms"`
-	P50Ms           float64   `json:"p50_ms"`
-	MaxMs           float64   `json:"max_ms"`
-	P50OverTTL      float64   `json:"p50_over_ttl"`
-	PastExpiryP50Ms *float64  `json:"past_expiry_p50_ms,omitempty"`
-}
 
 // failoverRound is one round's measurement.
 type failoverRound struct {
@@ -74,6 +55,7 @@ func runBenchElection(ctx context.Context, opts *benchOptions, io *IO) error {
 		rounds = append(rounds, fr)
 	}
 	r := summarizeFailovers(rounds)
+	r.Backend = l.Backend()
 	if opts.JSON {
 		return writeJSONLine(io.Out, r)
 	}
@@ -81,8 +63,8 @@ func runBenchElection(ctx context.Context, opts *benchOptions, io *IO) error {
 }
 
 // summarizeFailovers turns the rounds into the result.
-func summarizeFailovers(rounds []failoverRound) electionResult {
-	r := electionResult{Workload: "election-failover", Rounds: len(rounds)}
+func summarizeFailovers(rounds []failoverRound) benchreport.Election {
+	r := benchreport.Election{Workload: "election-failover", Rounds: len(rounds)}
 	var took, past []time.Duration
 	for _, fr := range rounds {
 		took, r.TTLSeconds = append(took, fr.took), fr.ttl.Seconds()
@@ -231,7 +213,7 @@ func (p *leaderProc) stop() {
 	}
 }
 
-func writeElectionTable(io *IO, r electionResult) error {
+func writeElectionTable(io *IO, r benchreport.Election) error {
 	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	past := "n/a"
 	if r.PastExpiryP50Ms != nil {

@@ -6,24 +6,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/benchreport"
 	"github.com/dlockdev/dlock/internal/benchwork"
 )
-
-// semaphoreResult is what `dlock bench --semaphore N` measured.
-type semaphoreResult struct {
-	Workload   string  `json:"workload"`
-	Permits    int     `json:"permits"`
-	Goroutines int     `json:"goroutines"`
-	HoldMs     float64 `json:"hold_ms"`
-	Ops        int64   `json:"ops"`
-	Seconds    float64 `json:"seconds"`
-	OpsPerSec  float64 `json:"ops_per_sec"`
-	WaitP50Ms  float64 `json:"wait_p50_ms"`
-	WaitP99Ms  float64 `json:"wait_p99_ms"`
-	MaxHolders int     `json:"max_holders"`
-	Errors     int64   `json:"errors"`
-	Violations int64   `json:"violations"`
-}
 
 // runBenchSemaphore runs opts.Goroutines goroutines, each with its own
 // Locker, on one semaphore of opts.Semaphore permits for opts.Duration:
@@ -42,11 +27,11 @@ func runBenchSemaphore(ctx context.Context, opts *benchOptions, io *IO) error {
 		}
 	}
 	cfg := benchwork.Contend{Workers: opts.Goroutines, Hold: opts.Hold, Permits: opts.Semaphore, OnError: benchwork.GoOn}
-	c := benchwork.RunContended(ctx, benchwork.For(opts.Duration), cfg, benchwork.AcquirePermit(sems, dlock.WithWait(dlock.Forever)))
+	c := benchwork.RunContended(ctx, opts.budget(), cfg, benchwork.AcquirePermit(sems, dlock.WithWait(dlock.Forever)))
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted: %w", err)
 	}
-	r := semaphoreResult{Workload: fmt.Sprintf("semaphore-%d", opts.Semaphore), Permits: opts.Semaphore, Goroutines: opts.Goroutines,
+	r := benchreport.Semaphore{Backend: lockers[0].Backend(), Workload: fmt.Sprintf("semaphore-%d", opts.Semaphore), Permits: opts.Semaphore, Goroutines: opts.Goroutines,
 		HoldMs: msOf(opts.Hold), Ops: int64(len(c.Waits)), Seconds: c.Elapsed.Seconds(), OpsPerSec: c.Rate(),
 		WaitP50Ms: msOf(benchwork.Percentile(c.Waits, 50)), WaitP99Ms: msOf(benchwork.Percentile(c.Waits, 99)),
 		MaxHolders: c.MaxHolders, Errors: int64(c.Failed), Violations: int64(c.Violations)}
@@ -81,7 +66,7 @@ func closeAll(lockers []*dlock.Locker) {
 	}
 }
 
-func writeSemaphoreTable(io *IO, r semaphoreResult) error {
+func writeSemaphoreTable(io *IO, r benchreport.Semaphore) error {
 	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "WORKLOAD\tGOROUTINES\tHOLD MS\tOPS/S\tWAIT P50 MS\tWAIT P99 MS\tMAX HOLDERS\tERRORS\tVIOLATIONS\t")
 	fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%d\t%d\t%d\t\n", r.Workload, r.Goroutines, r.HoldMs, r.OpsPerSec,

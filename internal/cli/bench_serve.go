@@ -18,7 +18,7 @@ func runBenchServe(ctx context.Context, opts *benchOptions, io *IO) error {
 		return err
 	}
 	defer l.Close()
-	rep, err := servebench.Run(ctx, servebench.Config{Locker: l, Duration: opts.Duration,
+	rep, err := servebench.Run(ctx, servebench.Config{Locker: l, Duration: opts.Duration, Ops: opts.Ops,
 		Goroutines: opts.Goroutines, SSEStreams: opts.Streams, TTL: opts.TTL})
 	if opts.JSON {
 		if jerr := writeJSONLine(io.Out, rep); jerr != nil {

@@ -212,7 +212,7 @@ func TestReleaseForcePermit(t *testing.T) {
 	if err := runRelease(context.Background(), opts, io); err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("released permit %d of s, held by permit-holder (fence %d); new fence %d", a.Slot(), a.Fence(), a.Fence()+1); !strings.Contains(out.String(), want) {
+	if want := fmt.Sprintf("released permit %d of s, held by permit-holder (fence %d); its fence is now %d", a.Slot(), a.Fence(), a.Fence()+1); !strings.Contains(out.String(), want) {
 		t.Errorf("release said %q, want %q", out, want)
 	}
 	c, err := sem.TryAcquire(context.Background())

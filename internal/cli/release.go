@@ -30,8 +30,10 @@ func newReleaseCmd(g *globalOptions, io *IO) *cobra.Command {
 
 The lock's fence is raised at the same time, so once the next holder has
 written to a fence-checking resource, every write still carrying the evicted
-holder's fence (or a lower one) is rejected there. The evicted holder's own
-dlock process notices the loss at its next refresh and stops its command.
+holder's fence (or a lower one) is rejected there; until then such writes
+still pass. The evicted holder's own dlock process is told at once on Redis,
+Postgres, etcd and the file backend (elsewhere at its next refresh), says
+force-released, stops its command and exits 76.
 
 If NAME is an election, its current term is ended the same way (the term
 number is its fence) and the next campaigner is elected.
@@ -139,7 +141,11 @@ func writeRelease(io *IO, opts *releaseOptions, h dlock.Holder, ok bool, fence u
 		_, err := fmt.Fprintf(io.Out, "%s was not held; its fence is now %d\n", what, fence)
 		return err
 	}
-	_, err := fmt.Fprintf(io.Out, "released %s, held by %s (fence %d); new fence %d: writes fenced with %d or lower are now rejected by fence-checking resources\n",
+	// A fence guard rejects a fence only once a newer one has written to
+	// it (fence.Check): until the next holder writes, the evicted
+	// holder's writes still pass.
+	_, err := fmt.Fprintf(io.Out, "released %s, held by %s (fence %d); its fence is now %d: the next holder's fence will be above it, "+
+		"and a fence-checking resource rejects writes fenced with %d or lower once a write with a newer fence has reached it\n",
 		what, h.Owner, h.Fence, fence, h.Fence)
 	return err
 }

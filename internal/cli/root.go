@@ -86,7 +86,7 @@ Start here: dlock demo`,
 		newRunCmd(g, io), newElectCmd(g, io), newLsCmd(g, io), newInspectCmd(g, io),
 		newReleaseCmd(g, io), newMigrateCmd(g, io), newVersionCmd(io),
 		newBenchCmd(g, io), newDemoCmd(io), newDemoWorkerCmd(io),
-		newDoctorCmd(g, io), newServeCmd(g, io),
+		newDoctorCmd(g, io), newServeCmd(g, io), newRunsCmd(g, io),
 	)
 	return root
 }

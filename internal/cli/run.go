@@ -32,6 +32,8 @@ type runOptions struct {
 	// Permits, when above 0, makes the command run under one permit of the
 	// semaphore Name with that many permits instead of under the mutex.
 	Permits int
+	// Slots are the scheduled-job options (--once-per, --schedule, ...).
+	Slots slotOptions
 }
 
 // runLong is the help of `dlock run`.
@@ -91,8 +93,10 @@ func newRunCmd(g *globalOptions, io *IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run [flags] NAME -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock",
-		Long:  runLong,
-		Example: `  dlock run nightly-report -- ./report.sh
+		Long:  runLong + slotHelp,
+		Example: `  dlock run --schedule '0 2 * * *' nightly-report -- ./report.sh
+  dlock run --once-per 1h --retry-crashed hourly-sync -- ./sync.sh
+  dlock run nightly-report -- ./report.sh
   dlock run --wait 5m --ttl 1m backup -- pg_dump -f /backups/db.sql mydb
   dlock run --permits 4 --wait forever transcode -- ./transcode.sh`,
 		Args: args(cobra.MinimumNArgs(1)),
@@ -121,6 +125,7 @@ func addRunFlags(cmd *cobra.Command, opts *runOptions) {
 	f.Var(waitFlag{&opts.Wait}, "wait", `how long to wait for a held lock (0: one attempt; "forever": no bound)`)
 	f.IntVar(&opts.ConflictExitCode, "conflict-exit-code", ExitHeld, "exit code when the lock is held elsewhere")
 	f.Var(permitsFlag{&opts.Permits}, "permits", fmt.Sprintf("NAME is a semaphore of this many permits (1 to %d); run under one of them", dlock.MaxPermits))
+	addSlotFlags(cmd, &opts.Slots)
 }
 
 // addJobFlags registers the flags of every command that runs a job under a
@@ -175,7 +180,7 @@ func (o *runOptions) validate(use string) error {
 	case o.Permits < 0 || o.Permits > dlock.MaxPermits:
 		return usageErr("--permits %d is not a permit count from 1 to %d", o.Permits, dlock.MaxPermits)
 	}
-	return nil
+	return o.Slots.validate(o.Permits)
 }
 
 func (o *runOptions) lockOptions() []dlock.Option {
@@ -217,6 +222,12 @@ func runRun(ctx context.Context, opts *runOptions, io *IO) error {
 		return err
 	}
 	return withJob(ctx, opts, func(l *dlock.Locker, sigs <-chan os.Signal) error {
+		started := time.Now()
+		slot, slotted, err := opts.Slots.slot(started)
+		if err != nil {
+			_ = l.Close()
+			return usageErr("%v", err)
+		}
 		g, err := opts.grant(l)
 		if err != nil {
 			_ = l.Close()
@@ -224,10 +235,22 @@ func runRun(ctx context.Context, opts *runOptions, io *IO) error {
 		}
 		lease, err := acquireForRun(ctx, l, opts, g, io, sigs)
 		if err != nil {
+			if slotted && errors.Is(err, dlock.ErrNotAcquired) {
+				if serr := slotOfHeld(ctx, l, opts, slot); serr != nil {
+					err = serr
+				}
+			}
 			_ = l.Close()
 			return err
 		}
-		return superviseCommand(l, lease, opts, io, sigs)
+		var run *dlock.Run
+		if slotted {
+			if run, err = claimSlot(ctx, l, lease, opts, slot); err != nil {
+				_, _ = releaseAndClose(l, lease, releaseBudget)
+				return err
+			}
+		}
+		return superviseCommand(l, lease, opts, io, sigs, func(t term) { afterJob(l, lease, opts, run, t, started, sigs) })
 	})
 }
 

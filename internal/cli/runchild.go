@@ -110,12 +110,16 @@ func exitCode(ws syscall.WaitStatus) int {
 // superviseCommand runs the command until it exits, forwarding signals and
 // stopping it if the lease is lost, then releases the lease and closes
 // the Locker within a bounded time.
-func superviseCommand(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) error {
+// after, run between the command's end and the release, records what the
+// release must follow (a slot's outcome, a minimum hold).
+func superviseCommand(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal, after func(term)) error {
 	t, err := runTerm(lease, opts, io, sigs)
 	if err != nil {
+		after(term{res: jobguard.Result{Err: err}}) // a claimed slot records the failure
 		_, _ = releaseAndClose(l, lease, releaseBudget)
 		return err
 	}
+	after(t)
 	return finishTerm(l, lease, opts, io, t)
 }
 

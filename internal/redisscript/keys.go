@@ -15,7 +15,8 @@ const DefaultPrefix = "dlock:"
 // and its release channel is prefix{N}:released. The braces are a Redis
 // Cluster hash tag: all of them share N's slot, so one script can touch
 // them. A '}' (or '%') in N is written %7D (%25) so that the tag always
-// spans the whole name.
+// spans the whole name. Its run ledger (driver.Ledger) is prefix{N}:runs
+// and prefix{N}:runs:slots (see Runs).
 //
 // Fences come from one counter per server (prefix + "fence"), or in a
 // Cluster one per hash slot (prefix + "fence:{TAG}", TAG chosen to hash to
@@ -87,6 +88,21 @@ func (k Keys) Deadlines(name string) string { return k.Lock(name) + ":waiters" }
 // Asks returns the key of the requests (TTL, owner) of name's queued
 // waiters, which a release uses to hand the lock to the queue's head.
 func (k Keys) Asks(name string) string { return k.Lock(name) + ":asks" }
+
+// Runs returns the key of name's run ledger: a hash of its runs by slot
+// field (RunField) -> record (EncodeRun), and under the field "fence"
+// (RunsFence) the highest fence a ledger write has carried. It has no
+// expiry: ClaimRun keeps it to the newest slots it is told to keep.
+func (k Keys) Runs(name string) string { return k.Lock(name) + ":runs" }
+
+// RunSlots returns the key of the index of name's run ledger: a sorted
+// set of its slot fields, all of score 0, hence in slot order (the fields
+// have a fixed width), by which ClaimRun drops the oldest slots.
+func (k Keys) RunSlots(name string) string { return k.Lock(name) + ":runs:slots" }
+
+// Ledger returns the KEYS of the run ledger's scripts for name: Runs,
+// RunSlots.
+func (k Keys) Ledger(name string) []string { return []string{k.Runs(name), k.RunSlots(name)} }
 
 // Channel returns the release channel of name.
 func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }

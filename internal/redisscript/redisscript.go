@@ -29,6 +29,12 @@ var (
 	forceReleaseSrc string
 	//go:embed dequeue.lua
 	dequeueSrc string
+	//go:embed ledger.lua
+	ledgerSrc string
+	//go:embed claim_run.lua
+	claimRunSrc string
+	//go:embed finish_run.lua
+	finishRunSrc string
 )
 
 // The scripts. Each file documents its KEYS, ARGV and reply.
@@ -40,11 +46,15 @@ var (
 	Inspect      = redis.NewScript(inspectSrc)
 	ForceRelease = redis.NewScript(forceReleaseSrc)
 	Dequeue      = redis.NewScript(dequeueSrc)
+	// ClaimRun and FinishRun are the run ledger's writes (driver.Ledger),
+	// each appended to the functions they share (ledger.lua).
+	ClaimRun  = redis.NewScript(ledgerSrc + claimRunSrc)
+	FinishRun = redis.NewScript(ledgerSrc + finishRunSrc)
 )
 
 // All lists every script, for Load.
 func All() []*redis.Script {
-	return []*redis.Script{Acquire, Refresh, RefreshBatch, Release, Inspect, ForceRelease, Dequeue}
+	return []*redis.Script{Acquire, Refresh, RefreshBatch, Release, Inspect, ForceRelease, Dequeue, ClaimRun, FinishRun}
 }
 
 // Load caches every script on the server (on every master of a Cluster),

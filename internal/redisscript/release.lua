@@ -15,11 +15,12 @@
 -- channel, for non-queued waiters. When waiters queue, those whose
 -- deadline passed are dropped, and the lock goes to the head of the queue
 -- with a fresh fence, but only for the hand-off lease (or its TTL if
--- shorter): the message "p FENCE" on that waiter's own channel (release
--- channel:token) tells it to confirm the grant, with an attempt that
--- extends it to its TTL. A head that died before it could confirm keeps
--- the lock no longer than the hand-off lease; the next waiter then takes
--- it (it polls when the holder's TTL runs out).
+-- shorter): the message "p FENCE TIME PX" on that waiter's own channel
+-- (release channel:token) is its grant, for PX ms from the server time
+-- TIME (us); the waiter's first refresh extends it to its TTL (or, under
+-- replica sync, its next attempt confirms it). A head that died before it
+-- could confirm keeps the lock no longer than the hand-off lease; the
+-- next waiter then takes it (it polls when the holder's TTL runs out).
 -- Returns one result per lock: 1 released, 0 gone already (expired or
 -- deleted), -1 another token holds it.
 local t, now, nowms, us
@@ -74,7 +75,7 @@ local function handOff(k)
   local f = fence()
   redis.call('SET', KEYS[k + 1], head .. '\n' .. f .. '\n' .. owner, 'PX', px)
   drop(k, head)
-  redis.call('PUBLISH', ch .. ':' .. head, 'p ' .. f)
+  redis.call('PUBLISH', ch .. ':' .. head, 'p ' .. f .. ' ' .. us .. ' ' .. px)
 end
 
 local out = {}

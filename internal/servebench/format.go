@@ -13,8 +13,11 @@ import (
 
 // Format prints r as readable tables.
 func (r Report) Format(w io.Writer) {
-	fmt.Fprintf(w, "dlock serve vs library on %s: %d goroutines, %s per workload and side\n\n",
-		r.Backend, r.Goroutines, r.Duration)
+	per := r.Duration.String()
+	if r.Ops > 0 {
+		per = fmt.Sprintf("%d operations", r.Ops)
+	}
+	fmt.Fprintf(w, "dlock serve vs library on %s: %d goroutines, %s per workload and side\n\n", r.Backend, r.Goroutines, per)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tside\tops\tops/s\tp50\tp99\thandoff p50\thandoff p99\tfailed\t")
 	r.Uncontended.rows(tw, fmt.Sprintf("uncontended-%d", r.Goroutines), "cycle")

@@ -11,9 +11,11 @@ type Report struct {
 	// Backend is the redacted URL, or the Locker's backend name.
 	Backend string `json:"backend"`
 	// Goroutines is the workers of each workload; Duration how long each
-	// workload ran on each side; SSEStreams the streams asked for.
+	// workload ran on each side (or Ops, its operations, when set);
+	// SSEStreams the streams asked for.
 	Goroutines int           `json:"goroutines"`
 	Duration   time.Duration `json:"duration_ns"`
+	Ops        int           `json:"ops,omitempty"`
 	SSEStreams int           `json:"sse_streams"`
 	// Uncontended and Contended compare the HTTP API with the library.
 	Uncontended Compare `json:"uncontended"`

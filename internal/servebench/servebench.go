@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/benchwork"
 )
 
 // Defaults of Config.
@@ -42,6 +43,7 @@ const (
 	MaxDuration   = 10 * time.Minute
 	MaxGoroutines = 1024
 	MaxSSEStreams = 20_000
+	MaxOps        = 10_000_000
 )
 
 // Config configures Run.
@@ -56,6 +58,10 @@ type Config struct {
 	// Duration is how long each workload runs on each side (default
 	// DefaultDuration).
 	Duration time.Duration
+	// Ops, when positive, replaces Duration by a count: each workload
+	// runs Ops operations on each side, whatever the machine's speed, and
+	// no wait is cut short. Tests use it.
+	Ops int
 	// Goroutines is the number of workers of each workload (default
 	// DefaultGoroutines).
 	Goroutines int
@@ -91,12 +97,21 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	check(c.Duration < 0 || c.Duration > MaxDuration, "duration %s is outside (0, %s]", c.Duration, MaxDuration)
+	check(c.Ops < 0 || c.Ops > MaxOps, "ops %d is outside [0, %d]", c.Ops, MaxOps)
 	check(c.Goroutines < 0 || c.Goroutines > MaxGoroutines, "goroutines %d is outside [1, %d]", c.Goroutines, MaxGoroutines)
 	check(c.SSEStreams < -1 || c.SSEStreams > MaxSSEStreams, "SSE streams %d is outside [1, %d] (or -1: none)", c.SSEStreams, MaxSSEStreams)
 	check(c.TTL < 0, "TTL %s is negative", c.TTL)
 	check(c.Wait < 0, "wait %s is negative", c.Wait)
 	check(c.SSETimeout < 0, "SSE timeout %s is negative", c.SSETimeout)
 	return c, errors.Join(errs...)
+}
+
+// budget is each workload's budget on each side.
+func (c Config) budget() benchwork.Budget {
+	if c.Ops > 0 {
+		return benchwork.Count(c.Ops)
+	}
+	return benchwork.For(c.Duration)
 }
 
 // orDefault is v, or def when v is zero.
@@ -120,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer closeLocker()
-	r := Report{Backend: backend, Goroutines: cfg.Goroutines, Duration: cfg.Duration, SSEStreams: max(cfg.SSEStreams, 0)}
+	r := Report{Backend: backend, Goroutines: cfg.Goroutines, Duration: cfg.Duration, Ops: cfg.Ops, SSEStreams: max(cfg.SSEStreams, 0)}
 	prefix := "servebench-" + randomHex(6) + "-"
 	lib := runLibrary(ctx, l, cfg, prefix)
 	env, err := startServer(l, cfg.Goroutines)

@@ -17,17 +17,17 @@ import (
 )
 
 // TestRunShort runs every phase briefly on mem:// and checks what must
-// hold whatever the machine's speed: both sides did cycles without
-// failing or breaking exclusion, and every stream got its own event and
-// was then closed.
+// hold whatever the machine's speed: both sides did their count of
+// cycles without failing or breaking exclusion, and every stream got its
+// own event and was then closed.
 func TestRunShort(t *testing.T) {
 	r, err := servebench.Run(context.Background(), servebench.Config{
-		URL: "mem://servebench-short", Duration: 300 * time.Millisecond, Goroutines: 4, SSEStreams: 200,
+		URL: "mem://servebench-short", Ops: 200, Goroutines: 4, SSEStreams: 200,
 	})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	checkReport(t, r, 200)
+	checkReport(t, r, 200, 200)
 	var out bytes.Buffer
 	r.Format(&out)
 	t.Logf("\n%s", out.String())
@@ -38,13 +38,14 @@ func TestRunShort(t *testing.T) {
 	}
 }
 
-// checkReport checks the figures' correctness, not their speed.
-func checkReport(t *testing.T, r servebench.Report, streams int) {
+// checkReport checks the figures' correctness, not their speed: each
+// side did ops operations (any number, when 0: a timed run).
+func checkReport(t *testing.T, r servebench.Report, ops, streams int) {
 	t.Helper()
 	for name, c := range map[string]servebench.Compare{"uncontended": r.Uncontended, "contended": r.Contended} {
 		for side, w := range map[string]servebench.Workload{"http": c.HTTP, "library": c.Library} {
-			if w.Ops <= 0 || w.Failed != 0 || w.Violations != 0 {
-				t.Errorf("%s %s: %d ops, %d failed (%s), %d violations", name, side, w.Ops, w.Failed, w.Err, w.Violations)
+			if (ops > 0 && w.Ops != ops) || w.Ops <= 0 || w.Failed != 0 || w.Violations != 0 {
+				t.Errorf("%s %s: %d ops (want %d), %d failed (%s), %d violations", name, side, w.Ops, ops, w.Failed, w.Err, w.Violations)
 			}
 		}
 		if c.Ratio <= 0 {
@@ -84,11 +85,11 @@ func TestRunLocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	r, err := servebench.Run(ctx, servebench.Config{Locker: l, Duration: 100 * time.Millisecond, Goroutines: 2, SSEStreams: -1})
+	r, err := servebench.Run(ctx, servebench.Config{Locker: l, Ops: 50, Goroutines: 2, SSEStreams: -1})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if r.Backend != "mem" || r.Streams.Streams != 0 || r.Uncontended.HTTP.Ops == 0 {
+	if r.Backend != "mem" || r.Streams.Streams != 0 || r.Uncontended.HTTP.Ops != 50 {
 		t.Errorf("report: backend %q, %d streams, %d HTTP cycles", r.Backend, r.Streams.Streams, r.Uncontended.HTTP.Ops)
 	}
 	ls, err := l.TryAcquire(ctx, "after-run")
@@ -109,6 +110,7 @@ func TestConfigErrors(t *testing.T) {
 		{servebench.Config{URL: "mem://x", Duration: -time.Second}, "duration -1s"},
 		{servebench.Config{URL: "mem://x", Duration: time.Hour}, "duration 1h0m0s"},
 		{servebench.Config{URL: "mem://x", Goroutines: 5000}, "goroutines 5000"},
+		{servebench.Config{URL: "mem://x", Ops: -1}, "ops -1"},
 		{servebench.Config{URL: "mem://x", SSEStreams: -2}, "SSE streams -2"},
 		{servebench.Config{URL: "mem://x", SSEStreams: 1_000_000}, "SSE streams 1000000"},
 		{servebench.Config{URL: "mem://x", TTL: -time.Second}, "TTL -1s"},
@@ -143,5 +145,5 @@ func TestRunFull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	checkReport(t, r, servebench.DefaultSSEStreams)
+	checkReport(t, r, 0, servebench.DefaultSSEStreams)
 }

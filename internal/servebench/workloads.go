@@ -26,7 +26,7 @@ type library struct {
 // runLibrary runs both workloads on l directly.
 func runLibrary(ctx context.Context, l *dlock.Locker, cfg Config, prefix string) library {
 	ttl := dlock.WithTTL(cfg.TTL)
-	budget := benchwork.For(cfg.Duration)
+	budget := cfg.budget()
 	u := benchwork.RunCycles(ctx, budget, cfg.Goroutines, prefix+uncontendedLib,
 		benchwork.TryAcquireRelease(l, ttl), benchwork.Stop)
 	lockers := slices.Repeat([]*dlock.Locker{l}, cfg.Goroutines)
@@ -45,7 +45,7 @@ func runHTTPUncontended(ctx context.Context, a *api, cfg Config, prefix string) 
 		}
 		return a.release(context.WithoutCancel(ctx), ls.ID)
 	}
-	u := benchwork.RunCycles(ctx, benchwork.For(cfg.Duration), cfg.Goroutines, prefix+uncontendedHTTP, cycle, benchwork.Stop)
+	u := benchwork.RunCycles(ctx, cfg.budget(), cfg.Goroutines, prefix+uncontendedHTTP, cycle, benchwork.Stop)
 	return cycles(u)
 }
 
@@ -60,7 +60,7 @@ func runHTTPContended(ctx context.Context, a *api, cfg Config, prefix string) Wo
 		}
 		return func(ctx context.Context) error { return a.release(ctx, ls.ID) }, nil
 	}
-	c := benchwork.RunContended(ctx, benchwork.For(cfg.Duration), benchwork.Contend{Workers: cfg.Goroutines}, lock)
+	c := benchwork.RunContended(ctx, cfg.budget(), benchwork.Contend{Workers: cfg.Goroutines}, lock)
 	return contention(c)
 }
 

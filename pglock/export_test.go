@@ -1,0 +1,14 @@
+package pglock
+
+import (
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// SetSleepHook makes a lease-mode driver tell hook each sleep of a queued
+// waiter between its attempts, with the reservation it found behind (-1
+// for none). Set it before the driver's first AcquireWait.
+func SetSleepHook(drv driver.Driver, hook func(reserved, sleep time.Duration)) {
+	drv.(*leases).sleepHook = hook
+}
