@@ -55,7 +55,7 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 		queue := resp.Responses[0].GetResponseRange().Kvs
 		head := first(queue)
 		if head == nil {
-			d.pool.done(key)
+			d.pool.done(claim, key)
 			return driver.Grant{}, errors.New("etcd: the name had a contender but none was read in the same transaction")
 		}
 		if string(head.Key) == key {
@@ -71,7 +71,7 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 				continue
 			}
 		}
-		d.pool.done(key)
+		d.pool.done(claim, key)
 		return driver.Grant{Holder: d.holder(ctx, req.Name, head)}, nil
 	}
 }

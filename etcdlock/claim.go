@@ -68,9 +68,16 @@ func lapsed(kv *mvccpb.KeyValue, now time.Time) bool {
 	return !lapse.IsZero() && now.After(lapse)
 }
 
-// claim makes the waiter's key the holder's, unless someone swept it.
+// claim makes the waiter's key the holder's, unless someone swept it: on
+// the wait lease, by moving it to the lock's (promote); else where it is.
 func (w *waiter) claim(ctx context.Context) error {
-	if err := w.d.claimKey(ctx, w.key, w.rev, w.owner, w.lease); err != nil {
+	var err error
+	if w.short {
+		err = w.promote(ctx)
+	} else {
+		err = w.d.claimKey(ctx, w.key, w.rev, w.owner, w.sess.id)
+	}
+	if err != nil {
 		return err
 	}
 	w.lapse = time.Time{}

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -89,7 +90,11 @@ func TestLapsedWaiterKeyIsSwept(t *testing.T) {
 // lock at all, it is by a new key that etcd has as the holder. Without the
 // claim, it would hold the lock with no key, while anyone else could take
 // it too.
-func TestSweptWaiterIsNotGranted(t *testing.T) { sweptWaiter(t, nil) }
+func TestSweptWaiterIsNotGranted(t *testing.T) {
+	for _, ttl := range waitTTLs {
+		t.Run(fmt.Sprintf("ttl=%s", ttl), func(t *testing.T) { sweptWaiter(t, ttl, nil) })
+	}
+}
 
 // TestSweptWaiterRetryOutlivesTheLateDelete: the swept waiter gives up its
 // key (a background delete) and the portable layer retries with the same
@@ -98,23 +103,27 @@ func TestSweptWaiterIsNotGranted(t *testing.T) { sweptWaiter(t, nil) }
 // key the late delete then removes (found as a rare flake of the test
 // above: "granted fence 6, but etcd has no key for the name").
 func TestSweptWaiterRetryOutlivesTheLateDelete(t *testing.T) {
-	sweptWaiter(t, func(step string) {
-		if step == "delete" {
-			time.Sleep(700 * time.Millisecond)
-		}
-	})
+	for _, ttl := range waitTTLs {
+		t.Run(fmt.Sprintf("ttl=%s", ttl), func(t *testing.T) {
+			sweptWaiter(t, ttl, func(step string) {
+				if step == "delete" {
+					time.Sleep(700 * time.Millisecond)
+				}
+			})
+		})
+	}
 }
 
 // sweptWaiter deletes a queued waiter's key from outside (a sweep), then
 // releases the holder: the waiter is refused, or granted with a key that
-// exists and excludes everyone else. hook, if set, is the waiter's
-// driver's step hook.
-func sweptWaiter(t *testing.T, hook func(step string)) {
+// exists and excludes everyone else. ttl is every lock's; hook, if set,
+// is the waiter's driver's step hook.
+func sweptWaiter(t *testing.T, ttl time.Duration, hook func(step string)) {
 	srv := testserver.Etcd(t)
 	admin := client(t, srv.Endpoint)
 	ctx := context.Background()
 	name := "swept/" + t.Name()
-	holder, err := locker(t, srv.Endpoint).Acquire(ctx, name, dlock.WithTTL(etcdlock.MinTTL))
+	holder, err := locker(t, srv.Endpoint).Acquire(ctx, name, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +135,7 @@ func sweptWaiter(t *testing.T, hook func(step string)) {
 		etcdlock.SetStepHook(waiter.Driver(), hook)
 	}
 	go func() {
-		ls, err := waiter.Acquire(wctx, name, dlock.WithTTL(etcdlock.MinTTL), dlock.WithWait(time.Minute))
+		ls, err := waiter.Acquire(wctx, name, dlock.WithTTL(ttl), dlock.WithWait(time.Minute))
 		got <- grant{1, ls, err}
 	}()
 	queued(t, admin, name, 2)
@@ -160,7 +169,7 @@ func sweptWaiter(t *testing.T, hook func(step string)) {
 	if len(now.Kvs) == 0 {
 		t.Fatalf("the swept waiter was granted fence %d, but etcd has no key for the name", g.ls.Fence())
 	}
-	if other, err := locker(t, srv.Endpoint).TryAcquire(ctx, name); err == nil {
+	if other, err := locker(t, srv.Endpoint).TryAcquire(ctx, name, dlock.WithTTL(ttl)); err == nil {
 		_ = other.Release(ctx)
 		t.Fatalf("the swept waiter was granted fence %d, and a TryAcquire got the lock too (fence %d)", g.ls.Fence(), other.Fence())
 	}

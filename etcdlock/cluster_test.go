@@ -138,3 +138,64 @@ func TestLeaderElectionKeepsLock(t *testing.T) {
 	ctl := electionTrials(t, c, c.ElectionTimeout*3/8, short, trials)
 	t.Logf("control: TTL %s: %d of %d trials kept the lock", short, ctl, trials)
 }
+
+// TestLeaderElectionKeepsWaitersPlace: a live waiter keeps its place in
+// the queue through a leader kill, although its key waits under the wait
+// lease (MinTTLFor(1 s) = 8 s here) rather than under the lock's 16 s
+// lease: the leader is killed at a different point of the waiter's
+// renewal cycle each trial, and two wait leases later (longer than the
+// lease lives unrenewed, even counted from the new leader's start) the
+// waiter's key is the one it queued (same create revision) and the
+// waiter is granted on it when the holder releases, its fence that
+// create revision.
+func TestLeaderElectionKeepsWaitersPlace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about a minute of leader kills")
+	}
+	c := testserver.EtcdCluster(t, 3)
+	cli := client(t, c.Endpoints...)
+	ctx := context.Background()
+	wait := etcdlock.MinTTLFor(c.ElectionTimeout)
+	ttl := 2 * wait
+	const trials = 3
+	for i := range trials {
+		waitLeader(t, c)
+		name := fmt.Sprintf("election-waiter/%d", i)
+		held, err := lockerWith(t, c.ElectionTimeout, c.Endpoints...).Acquire(ctx, name, dlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := lockerWith(t, c.ElectionTimeout, c.Endpoints...)
+		got := make(chan grant, 1)
+		go func() {
+			ls, err := w.Acquire(ctx, name, dlock.WithTTL(ttl), dlock.WithWait(time.Minute))
+			got <- grant{1, ls, err}
+		}()
+		queued(t, cli, name, 2)
+		place := contenders(t, cli, name)[1]
+		time.Sleep(time.Duration(i) * wait / 3 / trials)
+		leader := leaderOf(t, cli, c)
+		leader.Kill()
+		time.Sleep(2 * wait)
+		now := contenders(t, cli, name)
+		if len(now) != 2 || string(now[1].Key) != string(place.Key) || now[1].CreateRevision != place.CreateRevision {
+			t.Errorf("trial %d: the waiter's place %s (created at %d) is gone after a leader kill: queue %v", i+1, place.Key, place.CreateRevision, now)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case g := <-got:
+			if g.err != nil {
+				t.Fatalf("trial %d: waiter: %v", i+1, g.err)
+			}
+			if g.ls.Fence() != uint64(place.CreateRevision) {
+				t.Errorf("trial %d: waiter granted with fence %d, want its place's create revision %d", i+1, g.ls.Fence(), place.CreateRevision)
+			}
+			_ = g.ls.Release(ctx)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("trial %d: waiter not granted within 30 s of the release", i+1)
+		}
+		leader.Start()
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/dlocktest"
@@ -12,13 +13,20 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t, etcdlock.MinTTL) }
+
+// TestConformanceAboveWaitLease runs the suite with a TTL longer than the
+// test server's wait lease (MinTTLFor(250 ms) = 2 s): waiters queue under
+// the wait lease and move to the lease of the lock's TTL when granted.
+func TestConformanceAboveWaitLease(t *testing.T) { conformance(t, 3*time.Second) }
+
+func conformance(t *testing.T, ttl time.Duration) {
 	srv := testserver.Etcd(t)
 	admin := client(t, srv.Endpoint)
 	dlocktest.Run(t, dlocktest.Harness{
 		New:          func(t testing.TB) *dlock.Locker { return locker(t, srv.Endpoint) },
 		URL:          srv.URL(),
-		TTL:          etcdlock.MinTTL,
+		TTL:          ttl,
 		Expire:       func(t testing.TB, name string) { expire(t, admin, name) },
 		Steal:        func(t testing.TB, name string) { steal(t, admin, name) },
 		NewStoppable: newStoppable,

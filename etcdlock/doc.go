@@ -18,6 +18,21 @@
 //     that finds it last renewed more than TTL/12 ago; it is revoked a
 //     third of a TTL after its last key went, and by Close. No clientv3
 //     KeepAlive goroutine runs, and no lease or goroutine outlives Close;
+//   - a waiter's key waits under the driver's wait lease, the shared lease
+//     of its shortest TTL, MinTTLFor(the election timeout), whatever the
+//     lock's TTL, and the waiter renews it every third of it while it
+//     lives; when the waiter is first, one transaction that requires the
+//     key unchanged since it was put moves it to the lease of the lock's
+//     TTL (a Put keeps a key's create revision: its place and its fence).
+//     A waiter that dies thus gives up its place within the wait lease,
+//     not the lock's TTL. For a TTL longer than the wait lease this costs
+//     a handoff to a waiter without a deadline one write (the move; a
+//     waiter with a deadline makes it its claim, see below), and a waiter
+//     renews every third of the wait lease rather than of the TTL (waiters
+//     of one driver share those renewals). The attempt to take a free
+//     lock queues the key under the wait lease in the same transaction
+//     when the driver has one renewed less than a third of it ago (while
+//     any of its waiters waits); otherwise queueing is one write more;
 //   - each key still keeps its own TTL: the driver remembers when each
 //     key's holder last asked for it (grant, refresh, a waiter's renewal),
 //     and every renewal of the shared lease first deletes the keys nobody
@@ -126,7 +141,22 @@
 // waiter takes the lock only by a claim that a sweep makes fail. A wait that
 // reaches its deadline reports the holder only if etcd confirmed it in a
 // last read shortly before the deadline. Waiters are served in arrival
-// order (create revision). A waiter renews the shared lease while it
+// order (create revision). A waiter renews its wait lease while it
 // waits; if that or its watch fails, it leaves the queue and its Acquire
-// fails with the backend error rather than waiting blind.
+// fails with the backend error (which the portable layer retries within
+// the wait) rather than waiting blind.
+//
+// A waiter that dies (killed, crashed, cut off for good) gives up its
+// place within the wait lease, MinTTLFor(election timeout): 8 s for
+// etcd's default 1 s, whatever the lock's TTL, and sooner if it was
+// renewed less than a wait lease before. Until then its key holds its
+// place, and once the waiters before it are gone, the lock. A live
+// waiter keeps its place as long as one of its renewals reaches a quorum
+// before its wait lease ends, which an ordinary leader election does not
+// prevent (the wait lease is long enough for one, see MinTTLFor). A
+// waiter cut off from a quorum for longer loses its place: its key ends
+// with the lease, the waiter notices at its next renewal (the lease is
+// gone) or when it would be granted (the move requires its key), and
+// queues again at the back, behind everyone who queued meanwhile. That is
+// the cost: its turn, never a grant on a key that is gone.
 package etcdlock

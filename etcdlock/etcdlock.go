@@ -27,7 +27,10 @@ const electionsPerTTL = 8
 
 // MinTTLFor is the shortest TTL that survives an ordinary leader election
 // of a cluster with this election timeout: 8 election timeouts, rounded up
-// to whole seconds, and at least MinTTL (8 s for etcd's default 1 s).
+// to whole seconds, and at least MinTTL (8 s for etcd's default 1 s). It
+// is also the length of a Locker's wait lease, under which waiters' keys
+// wait whatever the lock's TTL: a waiter that dies gives up its place
+// within it (see the package doc).
 //
 // Why 8: the watchdog refreshes a lease a third of its TTL after its last
 // confirmed renewal, retries every TTL/12, and declares it lost when two
@@ -103,7 +106,8 @@ type etcdDriver struct {
 	// dialTimeout is the URL's dial_timeout; 0 on a caller's client.
 	dialTimeout time.Duration
 	// hook, set only by tests, runs after each step of an acquire
-	// ("session", "put", "wait"), to inject failures between steps.
+	// ("session", "put", "wait") and of a refresh ("refresh"), to inject
+	// failures and races between steps.
 	hook func(step string)
 }
 

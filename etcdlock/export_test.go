@@ -5,8 +5,9 @@ import "github.com/dlockdev/dlock/driver"
 // SetStepHook makes drv (an etcd driver) call hook after each step of an
 // acquire: "session" (the shared lease is in hand), "put" (TryAcquire's
 // transaction answered), "wait" (AcquireWait is queued behind someone),
-// and "delete" (before a background delete of a key given up on). Set it
-// before the driver is used.
+// "delete" (before a background delete of a key given up on), and
+// "refresh" (a refresh has read its keys and renewed their leases, and
+// not yet judged the results). Set it before the driver is used.
 func SetStepHook(drv driver.Driver, hook func(step string)) {
 	d := drv.(*etcdDriver)
 	d.hook, d.pool.hook = hook, hook

@@ -100,11 +100,18 @@ func holdElsewhere(t *testing.T, l *dlock.Locker, name string, ttl time.Duration
 // of the acquire path: no session yet, a fresh session, a session due for
 // renewal, a name held by another Locker, between taking the session and
 // the put, and while queued behind a holder (the waiter's lease renewal
-// then hangs).
+// then hangs). With the wait lease's TTL, and a longer one (a waiter's key
+// then waits under the wait lease, and moves when granted).
 func TestFaultFrozen(t *testing.T) {
 	srv := testserver.Etcd(t)
-	ttl := etcdlock.MinTTLFor(srv.ElectionTimeout)
 	other := locker(t, srv.Endpoint)
+	wait := etcdlock.MinTTLFor(srv.ElectionTimeout)
+	for _, ttl := range []time.Duration{wait, wait + time.Second} {
+		t.Run(fmt.Sprintf("ttl=%s", ttl), func(t *testing.T) { frozen(t, srv, other, ttl) })
+	}
+}
+
+func frozen(t *testing.T, srv *testserver.EtcdServer, other *dlock.Locker, ttl time.Duration) {
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T, drv driver.Driver, name string) // runs before the freeze
@@ -129,7 +136,7 @@ func TestFaultFrozen(t *testing.T) {
 			if tc.hook == "wait" && !queued {
 				continue
 			}
-			a := attempt{queued: queued, name: fmt.Sprintf("frozen/%s/%v", tc.name, queued)}
+			a := attempt{queued: queued, name: fmt.Sprintf("frozen/%s/%s/%v", ttl, tc.name, queued)}
 			t.Run(a.String(), func(t *testing.T) {
 				drv := rawDriver(t, srv.ElectionTimeout, srv.Endpoint)
 				if tc.setup != nil {

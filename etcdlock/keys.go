@@ -11,8 +11,10 @@ const DefaultPrefix = "dlock/"
 
 // keyspace lays out a lock's keys: every contender for NAME, holder and
 // waiters alike, owns one key PREFIX + escape(NAME) + "/" + LEASE-SLOT,
-// bound to its driver's shared etcd lease LEASE (hex); SLOT tells apart
-// the contenders of one driver for one name (see pool.register). The key
+// where LEASE (hex) is the driver's shared etcd lease the key was first
+// bound to (a waiter's key keeps its name when it moves to another of the
+// driver's leases, see waitlease.go); SLOT tells apart the contenders of
+// one driver for one name (see pool.register). The key
 // with the smallest create revision holds the lock; the others wait in
 // create-revision order. The name is path-escaped
 // so that it contains no "/": one name's keys are exactly the keys under

@@ -46,6 +46,7 @@ func (d *etcdDriver) RefreshBatch(ctx context.Context, items []driver.RefreshIte
 		}
 	}
 	renewed := d.renewAll(ctx, renew)
+	d.step("refresh")
 	results := make([]error, len(items))
 	for i, it := range items {
 		results[i] = d.refreshResult(ctx, it, keys[i], leases[i], renewed[renew[i]])
@@ -57,14 +58,15 @@ func (d *etcdDriver) RefreshBatch(ctx context.Context, items []driver.RefreshIte
 // under (0: the key is gone), err the outcome of renewing that lease (or,
 // for a key that is gone, the lease it lived under).
 func (d *etcdDriver) refreshResult(ctx context.Context, it driver.RefreshItem, key string, lease clientv3.LeaseID, err error) error {
+	claim := claimOf(it.Name, it.Token)
 	if lease == 0 {
-		if d.pool.done(key) || errors.Is(err, errSessionGone) {
+		if d.pool.done(claim, key) || errors.Is(err, errSessionGone) {
 			return driver.ErrSessionEnded
 		}
 		return d.notHeld(ctx, it.Name)
 	}
 	if errors.Is(err, errSessionGone) {
-		d.pool.done(key)
+		d.pool.done(claim, key)
 		return driver.ErrSessionEnded
 	}
 	if err != nil {
@@ -165,7 +167,7 @@ func (d *etcdDriver) Release(ctx context.Context, name, token string) error {
 		d.pool.abandon(key)
 		return d.fail(ctx, err)
 	}
-	ended := d.pool.done(key)
+	ended := d.pool.done(claimOf(name, token), key)
 	switch {
 	case resp.Deleted > 0:
 		return nil
@@ -199,7 +201,7 @@ func (d *etcdDriver) ReleaseBatch(ctx context.Context, items []driver.ReleaseIte
 	}
 	results := make([]error, len(items))
 	for i, k := range keys {
-		ended := d.pool.done(k)
+		ended := d.pool.done(claimOf(items[i].Name, items[i].Token), k)
 		switch {
 		case deleted[i]:
 		case ended:

@@ -1,6 +1,7 @@
 package etcdlock_test
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -12,12 +13,21 @@ import (
 // DLOCK_URL naming the Examples' server.
 const envInner = "DLOCK_ETCDLOCK_TEST_INNER"
 
-// TestMain starts the etcd server that the Examples reach through
-// DLOCK_URL, runs the tests and Examples in a child process (this test
-// binary again, with the same flags) and stops the server when the child
-// has exited: dlocktest.Main, which checks for leaked goroutines, ends the
-// process it runs in, so no clean-up could follow it there.
+// TestMain plays a waiter child when a test started it as one (see
+// startWaiterChild). Otherwise it starts the etcd server that the Examples
+// reach through DLOCK_URL, runs the tests and Examples in a child process
+// (this test binary again, with the same flags) and stops the server when
+// the child has exited: dlocktest.Main, which checks for leaked
+// goroutines, ends the process it runs in, so no clean-up could follow it
+// there.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(envWaiterChild); spec != "" {
+		if err := waiterChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "waiter child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(envInner) != "" {
 		dlocktest.Main(m)
 	}

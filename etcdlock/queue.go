@@ -21,12 +21,15 @@ var errQueueEntryLost = errors.New("etcd: this waiter's queue key vanished (leas
 // AcquireWait queues req.Token behind every earlier contender for the name,
 // FIFO by create revision, and waits until all of them are gone. Each
 // waiter watches only its predecessor, so a release wakes exactly one
-// waiter. The waiter's key lives under the driver's shared lease, which it
-// renews (KeepAliveOnce every third of its TTL) while it waits. When ctx is
-// done the waiter's key is deleted in the background (the call returns at
-// once) and ctx's error is returned with the holder etcd last reported,
-// if that report is less than a third of a TTL old. Any other failure is
-// returned as an error without a holder.
+// waiter. The waiter's key lives under the driver's wait lease (see
+// waitlease.go), which it renews (KeepAliveOnce every third of its TTL)
+// while it waits, and moves to the lease of the lock's TTL when it is
+// granted. When ctx is done the waiter's key is deleted in the background
+// (the call returns at once) and ctx's error is returned with the holder
+// etcd last reported, if that report is less than a third of a wait lease
+// old. Any other failure, a lost place in the queue included
+// (errQueueEntryLost: the portable layer queues again), is returned as an
+// error without a holder.
 func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	w, err := d.enqueue(ctx, req)
 	if err != nil {
@@ -42,13 +45,13 @@ func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (drive
 	for w.pred != nil && err == nil {
 		err = w.waitForPredecessor(ctx)
 	}
-	if err == nil && !w.lapse.IsZero() {
+	if err == nil && (w.short || !w.lapse.IsZero()) {
 		err = w.claim(ctx)
 	}
 	if err != nil {
 		return w.abandon(ctx, err)
 	}
-	return granted(w.rev, w.secs, w.since), nil
+	return granted(w.rev, w.sess.secs, w.since), nil
 }
 
 // waiter is one queued AcquireWait.
@@ -60,9 +63,12 @@ type waiter struct {
 	// lapse is when the wait ends, while the key holds a waiting value
 	// (see waitMark); zero once claimed, or when it never had one.
 	lapse time.Time
-	lease clientv3.LeaseID
-	sess  *session
-	secs  int64
+	call  string   // the call's claim on name (claimOf its token)
+	sess  *session // the session key lives under
+	secs  int64    // the lease length of the lock, in seconds
+	// short is true while key is on the wait lease, to be moved to the
+	// lock's when the waiter is first (promote).
+	short bool
 	rev   int64            // the create revision of key: our place, and our fence
 	pred  *mvccpb.KeyValue // the contender just before us; nil when first
 	seen  int64            // a revision at which pred still existed
@@ -134,18 +140,22 @@ func (w *waiter) guardEvery() time.Duration {
 	return guardBehind
 }
 
-// enqueue grants the waiter's lease and, in one transaction, puts its key
-// and reads the two newest contenders: itself and its predecessor.
+// enqueue puts the waiter's key, under the lock's lease if the name has
+// no key at all (the waiter holds it), else under the wait lease, and
+// reads the two newest contenders: itself and its predecessor.
 func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, error) {
 	secs, err := d.leaseSeconds(req.TTL)
 	if err != nil {
 		return nil, err
 	}
-	w := &waiter{d: d, name: req.Name, owner: req.Owner}
-	resp, err := w.put(ctx, req, secs)
+	w := &waiter{d: d, name: req.Name, owner: req.Owner, call: claimOf(req.Name, req.Token), secs: secs}
+	resp, err := w.put(ctx, req)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		d.pool.gone(w.sess) // ended since its last renewal; take a new one, once
-		resp, err = w.put(ctx, req, secs)
+		resp, err = w.put(ctx, req)
+	}
+	if err == nil && !resp.Succeeded && secs != d.waitSecs() && !w.short {
+		resp, err = w.join(ctx, w.value(ctx)) // put did not queue the key
 	}
 	if err != nil {
 		switch {
@@ -158,7 +168,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 		return nil, err
 	}
 	w.rev, w.seen = resp.Header.Revision, resp.Header.Revision
-	if resp.Succeeded {
+	if resp.Succeeded && !w.short { // (join's transaction has no condition: it always succeeds)
 		w.lapse = time.Time{} // put with the plain owner
 		return w, nil         // nobody else: the waiter holds the lock
 	}
@@ -169,31 +179,80 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 	return w, nil
 }
 
-// put takes the shared lease and, in one transaction, puts the waiter's
-// key under it and, unless the name had no key (the uncontended case:
-// Succeeded, and nothing to read), reads the two newest contenders
-// (itself and its predecessor) and the holder.
-func (w *waiter) put(ctx context.Context, req driver.Request, secs int64) (*clientv3.TxnResponse, error) {
-	dir := w.d.keys.dir(req.Name)
-	key, s, since, err := w.d.pool.get(ctx, secs, claimOf(req.Name, req.Token), dir)
+// put takes the shared lease of the lock's TTL and, in one transaction,
+// puts the waiter's key under it if the name has no key (the uncontended
+// case: Succeeded, and nothing to read); otherwise the transaction queues
+// the key under the wait lease (the same one when the lock's TTL is the
+// wait lease's) and reads the two newest contenders (itself and its
+// predecessor) and the holder. A wait lease that is not at hand without
+// a grant or a renewal is not waited for: the transaction then does
+// nothing else (not Succeeded, w.short false), and join queues the key.
+func (w *waiter) put(ctx context.Context, req driver.Request) (*clientv3.TxnResponse, error) {
+	key, s, since, err := w.d.pool.get(ctx, w.secs, w.call, w.d.keys.dir(req.Name))
 	if err != nil {
 		return nil, err
 	}
-	w.key, w.sess, w.lease, w.secs = key, s, s.id, s.secs
+	w.key, w.sess = key, s
 	w.renewed(since)
 	w.d.step("session")
-	newest := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
-	put := clientv3.OpPut(w.key, req.Owner, clientv3.WithLease(s.id))
-	queued := put
-	if dl, ok := ctx.Deadline(); ok {
-		w.lapse = dl
-		queued = clientv3.OpPut(w.key, waitValue(req.Owner, dl), clientv3.WithLease(s.id))
+	q, qsince := s, since
+	if w.secs != w.d.waitSecs() {
+		q, qsince = w.d.pool.ready(key, w.d.waitSecs())
+	}
+	resp, err := w.putIfFree(ctx, s, q)
+	if q == nil || q == s {
+		return resp, err
+	}
+	switch { // the key was bound to both sessions: settle where it went
+	case err == nil && resp.Succeeded:
+		w.d.pool.settle(key, q, false)
+	case err == nil:
+		w.d.pool.settle(key, q, true)
+		w.sess, w.short = q, true
+		w.renewed(qsince)
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// One of the two leases ended, and nothing was written: a plain
+		// attempt tells which (enqueue, join).
+		w.d.pool.settle(key, q, false)
+		return w.putIfFree(ctx, s, nil)
+	}
+	return resp, err
+}
+
+// putIfFree puts the waiter's key under s, with the plain owner, if the
+// name has no key; otherwise, unless q is nil, it puts the key under q
+// with its waiting value and reads the two newest contenders and the
+// holder.
+func (w *waiter) putIfFree(ctx context.Context, s, q *session) (*clientv3.TxnResponse, error) {
+	dir := w.d.keys.dir(w.name)
+	var queue []clientv3.Op
+	if q != nil {
+		queue = []clientv3.Op{
+			clientv3.OpPut(w.key, w.value(ctx), clientv3.WithLease(q.id)),
+			clientv3.OpGet(dir, newest()...), clientv3.OpGet(dir, clientv3.WithFirstCreate()...),
+		}
 	}
 	return w.d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
-		Then(put).
-		Else(queued, clientv3.OpGet(dir, newest...), clientv3.OpGet(dir, clientv3.WithFirstCreate()...)).
+		Then(clientv3.OpPut(w.key, w.owner, clientv3.WithLease(s.id))).
+		Else(queue...).
 		Commit()
+}
+
+// value is the waiter's key's value while it waits: the owner, and when
+// ctx has a deadline, that deadline as its lapse (see waitMark).
+func (w *waiter) value(ctx context.Context) string {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return w.owner
+	}
+	w.lapse = dl
+	return waitValue(w.owner, dl)
+}
+
+// newest reads the two newest contenders of a directory.
+func newest() []clientv3.OpOption {
+	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2)}
 }
 
 // waitForPredecessor waits until pred is deleted, then finds the next
@@ -357,9 +416,14 @@ func (w *waiter) read(ctx context.Context, at int64) (*clientv3.TxnResponse, err
 	).Commit()
 }
 
-// keepAlive renews the shared lease once, and with it the waiter's claim
-// on its key.
+// keepAlive renews the waiter's lease once, and with it the waiter's
+// claim on its key; if another waiter of the driver renewed it lately (a
+// wait lease is shared), the waiter takes that renewal for its own.
 func (w *waiter) keepAlive(ctx context.Context) error {
+	if since, ok := w.d.pool.renewedLately(w.sess, w.key); ok {
+		w.renewed(since)
+		return nil
+	}
 	sent := time.Now()
 	err := w.d.pool.renew(ctx, w.sess, []string{w.key})
 	if errors.Is(err, errSessionGone) {
@@ -371,10 +435,11 @@ func (w *waiter) keepAlive(ctx context.Context) error {
 	return err
 }
 
-// renewed schedules the next renewal after one sent at sent.
+// renewed schedules the next renewal of the waiter's lease after one
+// sent at sent.
 func (w *waiter) renewed(sent time.Time) {
 	w.since = sent
-	w.renewAt = sent.Add(time.Duration(w.secs) * time.Second / 3)
+	w.renewAt = sent.Add(w.sess.ttl / 3)
 }
 
 // abandon leaves the queue: the waiter's key is deleted in the
@@ -391,8 +456,7 @@ func (w *waiter) abandon(ctx context.Context, err error) (driver.Grant, error) {
 		return driver.Grant{}, w.d.fail(ctx, err)
 	}
 	var g driver.Grant
-	ttl := time.Duration(w.secs) * time.Second
-	fresh := time.Now().Before(w.renewAt.Add(ttl / renewAgeDiv))
+	fresh := time.Now().Before(w.renewAt.Add(w.sess.ttl / renewAgeDiv))
 	if errors.Is(cerr, context.DeadlineExceeded) && !w.verifyAt.IsZero() {
 		fresh = !w.confirmed.Before(w.verifyAt)
 	}

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -40,23 +41,36 @@ type grant struct {
 	err error
 }
 
-// startWaiter makes waiter who Acquire name on its own Locker and report.
-func startWaiter(ctx context.Context, t *testing.T, endpoint, name string, who int, got chan<- grant) {
+// startWaiter makes waiter who Acquire name for ttl on its own Locker and
+// report.
+func startWaiter(ctx context.Context, t *testing.T, endpoint, name string, ttl time.Duration, who int, got chan<- grant) {
 	l := locker(t, endpoint)
 	t.Cleanup(func() { _ = l.Close() })
 	go func() {
-		ls, err := l.Acquire(ctx, name, dlock.WithTTL(etcdlock.MinTTL), dlock.WithWait(time.Minute))
+		ls, err := l.Acquire(ctx, name, dlock.WithTTL(ttl), dlock.WithWait(time.Minute))
 		got <- grant{who, ls, err}
 	}()
 }
 
 // TestFIFO: waiters are granted in the order they queued, and a waiter
-// that gives up in the middle of the queue does not break the chain.
+// that gives up in the middle of the queue does not break the chain. With
+// the wait lease's TTL (waiters queue under the lease of the lock's TTL)
+// and a longer one (their keys move to it when granted).
 func TestFIFO(t *testing.T) {
 	srv := testserver.Etcd(t)
+	for _, ttl := range waitTTLs {
+		t.Run(fmt.Sprintf("ttl=%s", ttl), func(t *testing.T) { fifo(t, srv, ttl) })
+	}
+}
+
+// waitTTLs are the TTLs of the queue tests on the test server: its wait
+// lease's (MinTTLFor(250 ms) = MinTTL) and a longer one.
+var waitTTLs = []time.Duration{etcdlock.MinTTL, 3 * time.Second}
+
+func fifo(t *testing.T, srv *testserver.EtcdServer, ttl time.Duration) {
 	admin := client(t, srv.Endpoint)
 	name := "fifo/" + t.Name()
-	holder, err := locker(t, srv.Endpoint).Acquire(context.Background(), name, dlock.WithTTL(etcdlock.MinTTL))
+	holder, err := locker(t, srv.Endpoint).Acquire(context.Background(), name, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +83,7 @@ func TestFIFO(t *testing.T) {
 		if i == quitter {
 			ctx, cancelQuitter = context.WithCancel(ctx)
 		}
-		startWaiter(ctx, t, srv.Endpoint, name, i, got)
+		startWaiter(ctx, t, srv.Endpoint, name, ttl, i, got)
 		queued(t, admin, name, int64(i+1))
 	}
 	cancelQuitter()
@@ -102,17 +116,25 @@ func TestFIFO(t *testing.T) {
 }
 
 // TestWaiterOutlivesTTL: a waiter keeps its own lease alive while it
-// waits longer than the TTL, and keeps its place.
+// waits longer than the TTL and the wait lease, and keeps its place; the
+// lease it is granted then lives on (its TTL counts from the grant, not
+// from the wait).
 func TestWaiterOutlivesTTL(t *testing.T) {
 	srv := testserver.Etcd(t)
+	for _, ttl := range waitTTLs {
+		t.Run(fmt.Sprintf("ttl=%s", ttl), func(t *testing.T) { outlive(t, srv, ttl) })
+	}
+}
+
+func outlive(t *testing.T, srv *testserver.EtcdServer, ttl time.Duration) {
 	admin := client(t, srv.Endpoint)
 	name := "outlive/" + t.Name()
-	holder, err := locker(t, srv.Endpoint).Acquire(context.Background(), name, dlock.WithTTL(etcdlock.MinTTL))
+	holder, err := locker(t, srv.Endpoint).Acquire(context.Background(), name, dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan grant, 1)
-	startWaiter(context.Background(), t, srv.Endpoint, name, 1, got)
+	startWaiter(context.Background(), t, srv.Endpoint, name, ttl, 1, got)
 	queued(t, admin, name, 2)
 	time.Sleep(3 * etcdlock.MinTTL)
 	queued(t, admin, name, 2) // the waiter's key is still there
@@ -126,7 +148,7 @@ func TestWaiterOutlivesTTL(t *testing.T) {
 	select {
 	case <-g.ls.Done():
 		t.Fatalf("lease granted after a long wait ended at once: %v", g.ls.Err())
-	case <-time.After(2 * etcdlock.MinTTL):
+	case <-time.After(2 * ttl):
 	}
 	if err := g.ls.Release(context.Background()); err != nil {
 		t.Fatal(err)

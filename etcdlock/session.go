@@ -11,8 +11,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// A session is one etcd lease shared by every key (lock or queued waiter)
-// that one driver holds with one TTL, like concurrency.Session: an acquire
+// A session is one etcd lease shared by every key that one driver holds
+// with one TTL (locks, and queued waiters on the shortest TTL: the wait
+// lease, see waitlease.go), like concurrency.Session: an acquire
 // costs one write (the key), not three (grant, key, revoke). It is granted
 // lazily, renewed by the watchdog's refreshes (one KeepAliveOnce per
 // session per batch) and by the acquire path when it is getting old, and
@@ -45,11 +46,16 @@ type session struct {
 type pool struct {
 	cli *clientv3.Client
 
-	mu       sync.Mutex
-	closed   bool
-	current  map[int64]*session // by lease seconds: where new keys go
-	all      map[clientv3.LeaseID]*session
-	byKey    map[string]*session
+	mu      sync.Mutex
+	closed  bool
+	current map[int64]*session // by lease seconds: where new keys go
+	all     map[clientv3.LeaseID]*session
+	byKey   map[string]*session
+	// moving holds, for a key on its way to another session (a waiter's
+	// key claimed under the lock's lease, see rebind), that session: until
+	// the move is settled the key may live under either lease, so it is
+	// bound to both.
+	moving   map[string]*session
 	byToken  map[string]string // claim (name and token) → its key
 	claimOf  map[string]string // key → its claim
 	granting map[int64]*grantFlight
@@ -90,7 +96,7 @@ func newPool(cli *clientv3.Client) *pool {
 	return &pool{
 		cli: cli, ctx: ctx, cancel: cancel,
 		current: map[int64]*session{}, all: map[clientv3.LeaseID]*session{},
-		byKey: map[string]*session{}, granting: map[int64]*grantFlight{},
+		byKey: map[string]*session{}, moving: map[string]*session{}, granting: map[int64]*grantFlight{},
 		byToken: map[string]string{}, claimOf: map[string]string{},
 		deleting: map[string]chan struct{}{},
 	}
@@ -102,8 +108,23 @@ func newPool(cli *clientv3.Client) *pool {
 // while it lives, so a retry of an attempt whose reply was lost puts the
 // same key. since is when the session's TTL started counting.
 func (p *pool) get(ctx context.Context, secs int64, claim, dir string) (string, *session, time.Time, error) {
+	return p.take(ctx, secs, binding{claim: claim, dir: dir})
+}
+
+// binding says which key pick binds to the session it returns: claim's
+// key in dir (registered as get does), or key, already registered, bound
+// anew (rebind): to wait under it, or to be granted under it.
+type binding struct {
+	claim, dir string
+	key        string
+	wait       bool
+}
+
+// take waits for pick to return a usable session for secs, with b's key
+// bound to it; since is when the session's TTL started counting.
+func (p *pool) take(ctx context.Context, secs int64, b binding) (string, *session, time.Time, error) {
 	for {
-		key, s, wait, err := p.pick(ctx, secs, claim, dir)
+		key, s, wait, err := p.pick(ctx, secs, b)
 		if s != nil || err != nil {
 			return key, s, p.sinceOf(s), err
 		}
@@ -115,36 +136,39 @@ func (p *pool) get(ctx context.Context, secs int64, claim, dir string) (string, 
 	}
 }
 
-// pick returns a usable session and claim's key under it, or a channel to
+// pick returns a usable session and b's key bound to it, or a channel to
 // wait on before trying again. When the session needs a renewal and nobody
-// is renewing it, pick renews it itself.
-func (p *pool) pick(ctx context.Context, secs int64, claim, dir string) (string, *session, <-chan struct{}, error) {
+// is renewing it, pick renews it itself. The key is bound under p.mu as
+// the session is chosen, so that an idle session is never revoked between
+// the choice and the write that puts the key under it.
+func (p *pool) pick(ctx context.Context, secs int64, b binding) (string, *session, <-chan struct{}, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return "", nil, nil, errClosed
 	}
 	s := p.current[secs]
-	if key, ok := p.byToken[claim]; ok {
+	if key, ok := p.byToken[b.claim]; ok && b.claim != "" {
 		if ch := p.deleting[key]; ch != nil { // an earlier attempt's key is being deleted
 			p.mu.Unlock()
 			return "", nil, ch, nil
 		}
-		if old := p.byKey[key]; old != nil && !old.dead {
-			s = old // an earlier attempt's key may exist: keep it
-		} else {
+		switch old := p.byKey[key]; {
+		case old == nil || old.dead:
 			p.drop(key)
+		case old.secs == secs:
+			s = old // an earlier attempt's key may exist: keep it
 		}
+		// Otherwise it is a waiter's key on the wait lease: register binds
+		// it to s, under which the attempt puts it.
 	}
 	if s == nil {
 		defer p.mu.Unlock()
 		return "", nil, p.startGrant(secs), nil
 	}
-	age := time.Since(s.since)
 	switch {
-	case age < s.ttl/renewAgeDiv, s.renewing != nil && age < s.ttl/3:
-		// Fresh, or a renewal is on its way: the grant's TTL counts from since.
-		key := p.register(s, claim, dir)
+	case s.fresh(), b.wait && s.young():
+		key := p.bind(s, b)
 		p.mu.Unlock()
 		return key, s, nil, nil
 	case s.renewing != nil:
@@ -162,8 +186,27 @@ func (p *pool) pick(ctx context.Context, secs int64, claim, dir string) (string,
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// register returns claim's key under s, asked for now: the key it has,
-// or the first free slot of this session in dir. p.mu is held.
+// fresh reports whether s can take a key without a renewal first: renewed
+// less than TTL/renewAgeDiv ago, or a renewal is on its way and it was
+// renewed less than a third of a TTL ago. A grant's TTL then counts from
+// s.since. p.mu is held.
+func (s *session) fresh() bool {
+	age := time.Since(s.since)
+	return age < s.ttl/renewAgeDiv || s.renewing != nil && age < s.ttl/3
+}
+
+// bind binds b's key to s and returns it. p.mu is held.
+func (p *pool) bind(s *session, b binding) string {
+	if b.claim != "" {
+		return p.register(s, b.claim, b.dir)
+	}
+	p.rebound(b.key, s, !b.wait)
+	return b.key
+}
+
+// register returns claim's key under s, asked for now: the key it has
+// (bound to s if it was bound elsewhere), or the first free slot of this
+// session in dir. p.mu is held.
 //
 // Keys are DIR/LEASE-SLOT, as concurrency.Mutex's are DIR/LEASE: a name's
 // keys are reused from one grant to the next instead of a new key per
@@ -171,17 +214,21 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // compaction, and the range reads of a lock's directory would otherwise
 // slow down with every grant. A slot is this driver's alone (its lease ID
 // is in the key) and belongs to one claim until that claim is done, so a
-// key that exists under a claim's slot is that claim's.
+// key that exists under a claim's slot is that claim's. A key keeps its
+// name when it moves to another lease (rebind): a slot is free only when
+// no session of the driver has it.
 func (p *pool) register(s *session, claim, dir string) string {
 	key, ok := p.byToken[claim]
 	if !ok {
 		for i := 0; ; i++ {
 			key = dir + strconv.FormatInt(int64(s.id), 16) + "-" + strconv.Itoa(i)
-			if _, used := s.keys[key]; !used {
+			if _, used := s.keys[key]; !used && p.byKey[key] == nil {
 				break
 			}
 		}
 		p.byToken[claim], p.claimOf[key], p.byKey[key] = key, claim, s
+	} else if p.byKey[key] != s {
+		p.rebound(key, s, false)
 	}
 	s.keys[key] = time.Now()
 	return key
@@ -340,10 +387,15 @@ func (p *pool) forget(keys []string) {
 	}
 }
 
-// drop removes key, known to be gone, from its session. p.mu is held.
+// drop removes key, known to be gone, from its session (and from the
+// session it was moving to). p.mu is held.
 func (p *pool) drop(key string) *session {
-	s := p.byKey[key]
+	s, to := p.byKey[key], p.moving[key]
 	p.unlink(key)
+	if to != nil {
+		delete(to.keys, key)
+		p.idleCheck(to)
+	}
 	if s == nil {
 		return nil
 	}
@@ -352,31 +404,40 @@ func (p *pool) drop(key string) *session {
 	return s
 }
 
-// unlink forgets key's claim and session. p.mu is held.
+// unlink forgets key's claim and sessions. p.mu is held.
 func (p *pool) unlink(key string) {
 	delete(p.byToken, p.claimOf[key])
 	delete(p.claimOf, key)
 	delete(p.byKey, key)
+	delete(p.moving, key)
 }
 
-// done records that key is gone (released, or found missing) and says
-// whether the session it lived under has ended.
-func (p *pool) done(key string) (sessionEnded bool) {
+// done records that claim's key is gone (released, or found missing) and
+// says whether the session it lived under has ended. A key that is no
+// longer claim's is left alone: another call for claim dropped it, and
+// its slot may be another claim's key by now (a refresh that read the
+// key gone just before the release's own done, say).
+func (p *pool) done(claim, key string) (sessionEnded bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if c, ok := p.claimOf[key]; !ok || c != claim {
+		return false
+	}
 	s := p.drop(key)
 	return s != nil && s.dead
 }
 
 // abandon marks key, whose holder gave up on it but whose deletion failed,
-// for deletion at the session's next renewal; unrenewed, the lease expires
-// with it.
+// for deletion at the next renewal of the session it is bound to (of
+// either, during a move); unrenewed, the lease expires with it.
 func (p *pool) abandon(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if s := p.byKey[key]; s != nil {
-		s.keys[key] = time.Time{}
-		p.idleCheck(s)
+	for _, s := range []*session{p.byKey[key], p.moving[key]} {
+		if s != nil {
+			s.keys[key] = time.Time{}
+			p.idleCheck(s)
+		}
 	}
 }
 
@@ -477,7 +538,7 @@ func (p *pool) idleFired(s *session) {
 	p.retire(s)
 	delete(p.all, s.id)
 	for k := range s.keys {
-		p.unlink(k)
+		p.unbind(k, s)
 	}
 	p.background(func(ctx context.Context) { _, _ = p.cli.Revoke(ctx, s.id) })
 }
@@ -503,12 +564,13 @@ func (p *pool) background(fn func(ctx context.Context)) {
 func (p *pool) deleteLater(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return
+	if p.closed || p.byKey[key] == nil {
+		return // not the driver's key (any more): its slot may be another's
 	}
 	if p.deleting[key] != nil {
 		return // already on its way
 	}
+	claim := p.claimOf[key]
 	deleted := make(chan struct{})
 	p.deleting[key] = deleted
 	p.background(func(ctx context.Context) {
@@ -518,7 +580,7 @@ func (p *pool) deleteLater(key string) {
 		if _, err := p.cli.Delete(ctx, key); err != nil {
 			p.abandon(key)
 		} else {
-			p.done(key)
+			p.done(claim, key)
 		}
 		p.mu.Lock()
 		delete(p.deleting, key)
@@ -547,10 +609,14 @@ func (p *pool) unsure(key string) {
 	if s == nil {
 		return
 	}
-	s.keys[key] = time.Time{} // not live; deleted at each renewal until the revoke
 	delete(p.byToken, p.claimOf[key])
 	delete(p.claimOf, key)
-	p.retire(s)
+	for _, s := range []*session{s, p.moving[key]} { // the put may land under either
+		if s != nil {
+			s.keys[key] = time.Time{} // not live; deleted at each renewal until the revoke
+			p.retire(s)
+		}
+	}
 	p.background(func(ctx context.Context) { _, _ = p.cli.Delete(ctx, key) })
 }
 

@@ -3,10 +3,12 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/etcdlock"
 	"github.com/dlockdev/dlock/internal/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -201,4 +203,57 @@ func TestSameNameOneLocker(t *testing.T) {
 		t.Fatalf("waiter: %v", b)
 	}
 	_ = b.Release(context.Background())
+}
+
+// TestLateRefreshLeavesTheNextClaimsKey: a refresh that read its key gone
+// (here the key was deleted from outside, as when it expires) and judges
+// that only after its own holder released and another contender of the
+// same Locker was granted the same key (keys are reused, one slot per
+// claim) must not forget that contender's key: its refresh would then say
+// it was taken over, and its release would leave the key in etcd, holding
+// the lock for as long as the shared lease lived (found as a stall of the
+// conformance suite's ExclusionGoroutines: "held by ..., fence 86" for
+// two minutes after that holder's "lost: taken over by another holder").
+func TestLateRefreshLeavesTheNextClaimsKey(t *testing.T) {
+	srv := testserver.Etcd(t)
+	admin := client(t, srv.Endpoint)
+	drv := rawDriver(t, srv.ElectionTimeout, srv.Endpoint)
+	ctx := context.Background()
+	name := "late-refresh/" + t.Name()
+	a := driver.Request{Name: name, Token: newToken() + newToken(), Owner: "a", TTL: etcdlock.MinTTL}
+	b := driver.Request{Name: name, Token: newToken() + newToken(), Owner: "b", TTL: etcdlock.MinTTL}
+	if g, err := drv.TryAcquire(ctx, a); err != nil || !g.Acquired {
+		t.Fatalf("A: %+v, %v", g, err)
+	}
+	keyA, _ := head(t, admin, name)
+	expire(t, admin, name)
+	var bGrant driver.Grant
+	var once sync.Once
+	etcdlock.SetStepHook(drv, func(step string) {
+		if step != "refresh" {
+			return
+		}
+		once.Do(func() { // A's refresh has read its key gone
+			_ = drv.Release(ctx, a.Name, a.Token)
+			var err error
+			if bGrant, err = drv.TryAcquire(ctx, b); err != nil || !bGrant.Acquired {
+				t.Errorf("B: %+v, %v", bGrant, err)
+			}
+		})
+	})
+	if err := drv.Refresh(ctx, a.Name, a.Token, a.TTL); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("A's late refresh: %v, want not held", err)
+	}
+	if keyB, _ := head(t, admin, name); keyB != keyA {
+		t.Logf("B's key %s is not A's %s: the slot was not reused, the race not set up", keyB, keyA)
+	}
+	if err := drv.Refresh(ctx, b.Name, b.Token, b.TTL); err != nil {
+		t.Errorf("B's refresh after A's late one: %v, want nil (B holds)", err)
+	}
+	if err := drv.Release(ctx, b.Name, b.Token); err != nil {
+		t.Errorf("B's release: %v", err)
+	}
+	if n := count(t, admin, name); n != 0 {
+		t.Errorf("%d keys left after B released: B's key holds the lock", n)
+	}
 }

@@ -83,6 +83,21 @@
 // Expires is only local bookkeeping: the node stays until Release or the
 // session's end.
 //
+// A waiter's node is ephemeral in the same session, so a waiter that dies
+// (killed, crashed, cut off for good) gives up its place within the
+// session timeout (session_timeout in the URL; default 10 s), whatever
+// the lock's TTL, plus at most one tickTime of the server's (it expires
+// sessions in steps of one tick): a place does not outlive the
+// heartbeat that shows its waiter alive, and a waiter that lives keeps it
+// while its session does. Until then the dead waiter's node holds its
+// place, and once the nodes before it are gone, the lock: a waiter that
+// merely gives up (its context, its wait bound) deletes its node at once.
+// The TTL plays no part in this: it only sets the watchdog's cadence, and
+// is capped at the session timeout. A shorter session timeout hands on a
+// dead waiter's place (and a dead holder's lock) sooner, and ends the
+// session, with every lock and place of the Locker, of a client paused or
+// cut off for longer.
+//
 // What ZooKeeper does not promise: reads are served by the server the
 // session is connected to, which may lag the leader; Inspect, List and
 // ForceRelease therefore call sync first. Refresh does not: a holder's

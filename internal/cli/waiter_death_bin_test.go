@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // queueingBackend is a backend whose waiters queue, and a way to count
@@ -22,8 +25,17 @@ type queueingBackend struct {
 	start func(t *testing.T) (url string, queued func(name string) int)
 }
 
-// queueingBackends are backends that keep a queue of waiters: Redis's fair
-// queue and Postgres lease mode.
+// queueingBackends are the backends that keep a queue of waiters: Redis's
+// fair queue, Postgres lease mode, etcd and ZooKeeper.
+//
+// On etcd and ZooKeeper a dead waiter's place lapses with a heartbeat
+// that the URL sets, not with the lock's TTL: etcd's wait lease is
+// MinTTLFor(election_timeout), 2 s for the test server's 250 ms; a
+// ZooKeeper waiter's node lives as long as its session, and the URL asks
+// for a session timeout of zkSessionTimeout rather than the default 10 s,
+// so that the killed waiter's node lapses well within the test's bound
+// (a quarter of the 30 s TTL) on a loaded machine, while the holder's
+// session, heartbeating every third of it, is in no danger.
 var queueingBackends = []queueingBackend{
 	{"redis fair queue", func(t *testing.T) (string, func(string) int) {
 		s := testserver.Redis(t)
@@ -50,7 +62,47 @@ var queueingBackends = []queueingBackend{
 			return n
 		}
 	}},
+	{"etcd", func(t *testing.T) (string, func(string) int) {
+		s := testserver.Etcd(t)
+		c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return s.URL(), func(name string) int {
+			r, err := c.Get(context.Background(), "dlock/"+url.PathEscape(name)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil || r.Count == 0 {
+				return 0
+			}
+			return int(r.Count) - 1 // the holder's key
+		}
+	}},
+	{"zookeeper", func(t *testing.T) (string, func(string) int) {
+		s := testserver.ZooKeeper(t)
+		c, _, err := zk.Connect([]string{s.Addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return s.URL() + "?session_timeout=" + zkSessionTimeout.String(), func(name string) int {
+			kids, _, err := c.Children("/dlock/" + url.PathEscape(name))
+			if err != nil || len(kids) == 0 {
+				return 0
+			}
+			return len(kids) - 1 // the holder's node
+		}
+	}},
 }
+
+// zkSessionTimeout is the ZooKeeper session timeout of the dlock
+// processes: inside the test server's bounds (from 2 ticks of 250 ms,
+// 500 ms, to 60 s).
+const zkSessionTimeout = 3 * time.Second
+
+// quietZK drops the ZooKeeper client's log lines.
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}
 
 // TestRunWaiterDeathDoesNotStallTheQueue: A holds NAME with a 30 s TTL; B
 // and C wait for it (`dlock run --wait forever`), B queued first; B is
