@@ -141,7 +141,9 @@ func (c Config) newDriver(cli *clientv3.Client, closes bool) (*etcdDriver, error
 // Capabilities reports etcd's whole-second leases of at least
 // MinTTLFor(the election timeout).
 func (d *etcdDriver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{MinTTL: d.minTTL, TTLGranularity: time.Second}
+	return driver.Capabilities{MinTTL: d.minTTL, TTLGranularity: time.Second, MinTTLWhy: fmt.Sprintf(
+		"8 election timeouts (%s): a shorter lease can expire while a new leader is elected and no renewal is confirmed; "+
+			"a cluster with a shorter --election-timeout allows less: name it in the URL (?election_timeout=)", d.election)}
 }
 
 // Close revokes the driver's shared leases (deleting any key still under

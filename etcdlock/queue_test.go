@@ -162,8 +162,8 @@ func TestTTLValidation(t *testing.T) {
 	l := locker(t, srv.Endpoint)
 	ctx := context.Background()
 	_, err := l.Acquire(ctx, "ttl", dlock.WithTTL(time.Second))
-	if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "1s") {
-		t.Errorf("Acquire with ttl 1s: %v, want ErrInvalidArgument naming 1s", err)
+	if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "1s") || !strings.Contains(err.Error(), "election_timeout") {
+		t.Errorf("Acquire with ttl 1s: %v, want ErrInvalidArgument naming 1s, and why the minimum is what it is", err)
 	}
 	ls, err := l.Acquire(ctx, "ttl", dlock.WithTTL(2500*time.Millisecond))
 	if err != nil {
@@ -173,7 +173,7 @@ func TestTTLValidation(t *testing.T) {
 		t.Errorf("ttl 2.5s granted as %s, want 3s (whole seconds, rounded up)", ls.TTL())
 	}
 	_ = ls.Release(ctx)
-	if caps := l.Capabilities(); caps.MinTTL != 2*time.Second || caps.TTLGranularity != time.Second {
+	if caps := l.Capabilities(); caps.MinTTL != 2*time.Second || caps.TTLGranularity != time.Second || caps.MinTTLWhy == "" {
 		t.Errorf("Capabilities = %+v", caps)
 	}
 }
