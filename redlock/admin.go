@@ -39,7 +39,7 @@ const (
 // KEYS[1] lock key, KEYS[2] fence counter.
 // ARGV[1] release channel, ARGV[2] '1' to read the counter.
 // Returns {value or "", pttl, counter}. A missing counter (a node restarted
-// empty) reads as the seed acquire.lua would give it, the node's clock in
+// empty) reads as the acquire script would give it, the node's clock in
 // microseconds, which is above every value it can have held before.
 const forceSrc = `
 local v = redis.call('GET', KEYS[1])

@@ -9,7 +9,7 @@ import (
 	"github.com/dlockdev/dlock/internal/testserver"
 )
 
-// TestRunForceReleasedExitsWithinGrace (issue 11 §7): on every backend
+// TestRunForceReleasedExitsWithinGrace: on every backend
 // that pushes a force-release to its holder (Redis pub/sub, Postgres
 // NOTIFY in both modes, an etcd watch), `dlock run --ttl 60s` learns of
 // `dlock release --force` at once, not at its next refresh (20 s away),

@@ -15,7 +15,7 @@ import (
 // TestRunLossOnFrozenBackendExitsWithinGrace: the backend freezes (SIGSTOP)
 // while `dlock run` holds its lock. dlock declares the lease lost before it
 // can expire, stops the job, and exits 76 within the grace period after the
-// loss line, without waiting on the frozen server (issue 11 item 7: it used
+// loss line, without waiting on the frozen server (it used
 // to take 5 s more on Redis and etcd, 15 s on Postgres). Loss-line-to-exit
 // times are logged (-v; DLOCK_TEST_TRIALS trials).
 func TestRunLossOnFrozenBackendExitsWithinGrace(t *testing.T) {

@@ -22,7 +22,7 @@ const (
 	billingStep       = 20 * time.Millisecond // one charge's latency
 )
 
-// runBilling: the seed's exercise 9. Host A starts the nightly charge,
+// runBilling: the double charge of a paused holder. Host A starts the nightly charge,
 // pauses past the lock's TTL, host B runs the charge too, A resumes. The
 // naive cron double-charges; the layered fix charges each subscription once.
 func runBilling(ctx context.Context, e *env) (string, bool, error) {

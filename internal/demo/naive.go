@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// naiveStore is the seed's naive lock, on the demo's backend: SET key value
+// naiveStore is the naive lock, on the demo's backend: SET key value
 // [NX] [EX ttl] and a plain DEL. No token check, and no expiry unless asked.
 // It exists only to SHOW the bugs; never lock like this.
 type naiveStore interface {

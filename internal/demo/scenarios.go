@@ -10,7 +10,7 @@ type scenario struct {
 	run func(ctx context.Context, e *env) (verdict string, ok bool, err error)
 }
 
-// scenarios, in the seed's order.
+// scenarios, from the simplest failure to the subtlest.
 var scenarios = []scenario{
 	{"local-lock", "in-process locks across two processes lose updates", runLocalLock},
 	{"orphan", "a lock without a TTL wedges forever after a crash", runOrphan},
