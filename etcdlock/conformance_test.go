@@ -32,9 +32,8 @@ func conformance(t *testing.T, ttl time.Duration) {
 		NewStoppable: newStoppable,
 		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.Queuer, dlocktest.BatchRefresher,
 			dlocktest.BatchReleaser, dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher,
-			dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter},
+			dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter, dlocktest.Ledger},
 		Lacks: map[dlocktest.Capability]string{
-			dlocktest.Ledger:            "no run ledger",
 			dlocktest.SessionWatcher:    "a lease's loss is found by its keep-alive (the watchdog's refresh)",
 			dlocktest.Migrator:          "no schema: keys are created as they are used",
 			dlocktest.MigrationReporter: "no schema",

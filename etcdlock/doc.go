@@ -89,6 +89,19 @@
 // if the watch is down, the refresh still tells it. The records never look
 // like locks: a name is path-escaped in its keys and never yields a bare %.
 //
+// # Run ledger
+//
+// The driver implements driver.Ledger (Locker.RunOnce, `dlock run
+// --once-per`): PREFIX%runs/NAME/SLOT holds the record of each recorded
+// slot of NAME as JSON, and PREFIX%runs/NAME the highest fence a write to
+// NAME's ledger has carried. The keys are under no lease: records outlive
+// locks and Lockers, and stay until the newest dlock.WithKeepRuns slots
+// push them out. Each write is one transaction, fenced by a compare of
+// the fence key and decided on the slot key's mod revision, so a write
+// under an older grant is refused (driver.ErrNotHeld) and two callers
+// never both claim a slot. Slots are kept to the nanosecond, from 1970 to
+// 2262; others are refused (dlock.ErrInvalidArgument).
+//
 // # Fencing tokens
 //
 // A grant's fence is the create revision of its key. etcd has one revision

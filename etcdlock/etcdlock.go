@@ -94,8 +94,8 @@ func (c Config) Driver(cli *clientv3.Client) (driver.Driver, error) {
 }
 
 // etcdDriver implements driver.Driver, Queuer, Notifier, Lister,
-// ForceReleaser, EvictionWatcher, BatchRefresher, BatchReleaser and
-// Describer on one etcd client.
+// ForceReleaser, EvictionWatcher, BatchRefresher, BatchReleaser,
+// Describer and Ledger on one etcd client.
 type etcdDriver struct {
 	cli    *clientv3.Client
 	keys   keyspace
@@ -174,6 +174,7 @@ var (
 	_ driver.BatchRefresher  = (*etcdDriver)(nil)
 	_ driver.BatchReleaser   = (*etcdDriver)(nil)
 	_ driver.EvictionWatcher = (*etcdDriver)(nil)
+	_ driver.Ledger          = (*etcdDriver)(nil)
 )
 
 // cleanupTimeout bounds a best-effort clean-up in the background (deleting
