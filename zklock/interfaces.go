@@ -14,4 +14,5 @@ var (
 	_ driver.Diagnoser        = (*zkDriver)(nil)
 	_ driver.SettingsReporter = (*zkDriver)(nil)
 	_ driver.LogSetter        = (*zkDriver)(nil)
+	_ driver.Ledger           = (*zkDriver)(nil)
 )
