@@ -37,9 +37,8 @@ func TestConformance(t *testing.T) {
 		SessionBound: true,
 		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.Queuer, dlocktest.Lister,
 			dlocktest.ForceReleaser, dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter,
-			dlocktest.LogSetter},
+			dlocktest.LogSetter, dlocktest.Ledger},
 		Lacks: map[dlocktest.Capability]string{
-			dlocktest.Ledger:            "no run ledger",
 			dlocktest.BatchRefresher:    "a node lives as long as its session: a refresh checks the session, with no call per lease",
 			dlocktest.BatchReleaser:     "ZooKeeper deletes one node per call; Close ends the session, which deletes them all",
 			dlocktest.EvictionWatcher:   "a force-release deletes the holder's node, which its own watch reports",

@@ -22,7 +22,13 @@
 // the queue when it ends, every call bounded by its context, and a grant
 // in one round trip when the lock is free.
 //
-// Use New with your own *zk.Conn, or dlock.Open with a zk URL.
+// The run ledger of Locker.RunOnce (`dlock run --once-per`) lives under
+// the same root: ROOT/%runs/escape(NAME) is a persistent znode holding the
+// highest fence its writes have carried, with one persistent child per
+// recorded slot. Every write is one multi() conditional on that znode's
+// version, and a write under a lower fence is refused (driver.ErrNotHeld).
+//
+// Use Config.Locker with your own *zk.Conn, or dlock.Open with a zk URL.
 //
 // # URLs
 //

@@ -10,8 +10,6 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-var _ driver.Diagnoser = (*zkDriver)(nil)
-
 // Diagnose checks the deployment (`dlock doctor`): the ensemble's size,
 // read from /zookeeper/config, and who may delete lock nodes, from the
 // root's ACL. It only reads.

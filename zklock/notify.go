@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlockdev/dlock/driver"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -260,5 +259,3 @@ func (r *releaseWatch) signal() {
 	default:
 	}
 }
-
-var _ driver.Notifier = (*zkDriver)(nil)

@@ -215,8 +215,6 @@ func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zookeeper: " + fmt.Sprintf(format, args...))
 }
 
-var _ driver.SettingsReporter = (*zkDriver)(nil)
-
 // Settings implements driver.SettingsReporter: the root (a URL's path),
 // session_timeout, and dial_timeout when opened from a URL.
 func (d *zkDriver) Settings() map[string]string {

@@ -64,8 +64,8 @@ func (c Config) Driver(conn *zk.Conn) (driver.Driver, error) {
 	return newDriver(conn, c, false)
 }
 
-// zkDriver implements driver.Driver, Queuer, Notifier (notify.go), Lister,
-// ForceReleaser and Describer on one ZooKeeper session.
+// zkDriver implements driver.Driver and the optional interfaces that
+// interfaces.go lists on one ZooKeeper session.
 type zkDriver struct {
 	conn    *zk.Conn
 	root    string
@@ -161,15 +161,6 @@ func (d *zkDriver) Close() error {
 	}
 	return nil
 }
-
-// Compile-time checks of the optional interfaces.
-var (
-	_ driver.Queuer        = (*zkDriver)(nil)
-	_ driver.Lister        = (*zkDriver)(nil)
-	_ driver.ForceReleaser = (*zkDriver)(nil)
-	_ driver.Describer     = (*zkDriver)(nil)
-	_ driver.LogSetter     = (*zkDriver)(nil)
-)
 
 // cleanupTimeout bounds a best-effort clean-up (deleting an abandoned
 // node) that must happen even though the caller's context is done.
