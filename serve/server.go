@@ -192,6 +192,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	if uncleanPath(w, r) {
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern == "" {
 		unmatched(w, r, h)
@@ -202,8 +205,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // unmatched answers a request that matches no route: the ServeMux's 404
 // and 405 (with its Allow header) become problem documents like every
-// other error; anything else it answers (a redirect to a clean path)
-// passes through.
+// other error; anything else it answers (a redirect from /tree to
+// /tree/) passes through. A path it would clean never gets here
+// (uncleanPath).
 func unmatched(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
 	h.ServeHTTP(rec, r)
