@@ -222,6 +222,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if err := dlock.CheckName(name); err != nil {
+		writeError(w, scrub(err, echo{value: name}))
+		return
+	}
 	hs, err := s.l.List(r.Context(), name)
 	if err != nil {
 		writeError(w, err)
