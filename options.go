@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -134,9 +135,14 @@ func WithBackoff(min, max time.Duration) Option {
 }
 
 // WithOwner sets the holder description others see in HeldError, listings
-// and `dlock ls` (default "host/pid"). At most 256 bytes of printable text.
+// and `dlock ls` (default "host/pid"). At most 256 bytes of printable text,
+// not only whitespace.
 func WithOwner(owner string) Option {
 	return func(s *settings) {
+		if blank(owner) && owner != "" {
+			s.fail(invalid("owner %s is only whitespace: want a holder description others can read", quoteClip(owner)))
+			return
+		}
 		if owner == "" || len(owner) > 256 || !printable(owner) {
 			s.fail(invalid("owner %s: want 1 to 256 bytes of printable UTF-8, without control or bidirectional formatting characters", quoteClip(owner)))
 			return
@@ -215,8 +221,9 @@ func validTTL(ttl time.Duration) error {
 
 // CheckName reports whether name is a valid lock name, by the rule every
 // acquire applies (an ErrInvalidArgument naming the fault): 1 to
-// MaxNameLen bytes of UTF-8 without control characters, line separators
-// or bidirectional formatting characters. Tools that take a name from a
+// MaxNameLen bytes of UTF-8, not only whitespace, without control
+// characters, line separators or bidirectional formatting characters.
+// Tools that take a name from a
 // user check it with this before they connect.
 func CheckName(name string) error { return validName(name) }
 
@@ -226,10 +233,17 @@ func validName(name string) error {
 		return invalid("lock name is empty")
 	case len(name) > MaxNameLen:
 		return invalid("lock name %s is %d bytes, longer than %d", quoteClip(name), len(name), MaxNameLen)
+	case blank(name):
+		return invalid("lock name %s is only whitespace: it would show as nothing in listings", quoteClip(name))
 	case !printable(name):
 		return invalid("lock name %q: want printable UTF-8 without control or bidirectional formatting characters", name)
 	}
 	return nil
+}
+
+// blank reports whether s is nothing but whitespace (unicode.IsSpace).
+func blank(s string) bool {
+	return strings.TrimFunc(s, unicode.IsSpace) == ""
 }
 
 // printable reports whether s is valid UTF-8 that displays as what it is:

@@ -22,6 +22,10 @@ func TestInvalidArguments(t *testing.T) {
 		opts                []dlock.Option
 	}{
 		{"empty name", "", "empty", nil},
+		// A blank name shows as nothing in dlock ls and the dashboard, and
+		// a name variable that came out blank is granted as a lock.
+		{"space name", " ", `" " is only whitespace`, nil},
+		{"whitespace name", "\u00a0\u2003\u3000", `"\u00a0\u2003\u3000" is only whitespace`, nil},
 		{"long name", long, "513 bytes", nil},
 		{"control char", "a\nb", `"a\nb"`, nil},
 		{"invalid UTF-8", "a\xffb", `"a\xffb"`, nil},
@@ -34,6 +38,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"empty owner", "x", `owner ""`, []dlock.Option{dlock.WithOwner("")}},
 		{"long owner", "x", "256 bytes", []dlock.Option{dlock.WithOwner(strings.Repeat("o", 257))}},
 		{"control owner", "x", `"o\to"`, []dlock.Option{dlock.WithOwner("o\to")}},
+		{"blank owner", "x", `owner "  " is only whitespace`, []dlock.Option{dlock.WithOwner("  ")}},
 		// A right-to-left override makes "job\u202egnp.exe" display as
 		// "jobexe.png": one name shown as another in dlock ls and the
 		// dashboard.
@@ -129,6 +134,19 @@ func TestOtherInvalidArguments(t *testing.T) {
 	expectInvalid(t, "Inspect(\"\")", err, "empty")
 	_, _, _, err = l.ForceRelease(ctx, "")
 	expectInvalid(t, "ForceRelease(\"\")", err, "empty")
+	for _, blank := range []string{" ", "\u2003"} {
+		expectInvalid(t, "CheckName(blank)", dlock.CheckName(blank), "only whitespace")
+		_, _, err = l.Inspect(ctx, blank)
+		expectInvalid(t, "Inspect(blank)", err, "only whitespace")
+		_, _, _, err = l.ForceRelease(ctx, blank)
+		expectInvalid(t, "ForceRelease(blank)", err, "only whitespace")
+		_, err = l.Semaphore(blank, 2)
+		expectInvalid(t, "Semaphore(blank)", err, "only whitespace")
+		_, err = l.Election(blank)
+		expectInvalid(t, "Election(blank)", err, "only whitespace")
+		_, err = l.RWMutex(blank)
+		expectInvalid(t, "RWMutex(blank)", err, "only whitespace")
+	}
 }
 
 // TestBoundaryValues: the limits themselves are valid.

@@ -31,6 +31,8 @@ func (s *Server) routesInit() {
 	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	s.handle("POST /login", s.login)
 	s.handle("POST /logout", s.logout)
+	s.handle("GET /signin", s.signIn)
+	s.handle("POST /v1/signin-links", s.client(jsonIn(s.newSignInLink)))
 	s.handle("GET /metrics", s.client(s.metrics))
 	s.handle("GET /{$}", s.page)
 	s.handle("GET /static/", s.client(s.static))
@@ -222,6 +224,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if err := dlock.CheckName(name); err != nil {
+		writeError(w, scrub(err, echo{value: name}))
+		return
+	}
 	hs, err := s.l.List(r.Context(), name)
 	if err != nil {
 		writeError(w, err)

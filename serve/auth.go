@@ -147,6 +147,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if matchAny(tok, s.cfg.AdminTokens) {
 		rl = roleAdmin
 	}
+	s.startSession(w, r, rl, who)
+}
+
+// startSession signs the browser in (the dashboard's cookie) and sends
+// it to the dashboard.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, rl role, who string) {
 	id := s.sessions.add(rl, who, time.Now())
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, MaxAge: int(sessionTTL / time.Second),
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})

@@ -118,3 +118,29 @@ func TestLibraryVerdictOnNamesPassesThrough(t *testing.T) {
 		releaseAll(e)
 	}
 }
+
+// TestBlankNamesRefused: a name that is empty or only whitespace is
+// refused on every route that takes one, with a 400 quoting it, where a
+// lock named " " was granted and shown as nothing on the dashboard.
+func TestBlankNamesRefused(t *testing.T) {
+	e := newEnv(t, "mem://blank-names", nil)
+	for _, name := range []string{" ", "%20%20", "%E2%80%83", "%C2%A0"} {
+		for _, c := range []struct{ method, path, body string }{
+			{"POST", "/v1/locks/" + name + "/acquire", `{"wait_ms":0}`},
+			{"POST", "/v1/semaphores/" + name + "/acquire", `{"permits":2,"wait_ms":0}`},
+			{"POST", "/v1/elections/" + name + "/campaign", `{"value":"v","wait_ms":0}`},
+			{"GET", "/v1/elections/" + name + "/leader", ``},
+			{"GET", "/v1/locks/" + name, ``},
+			{"POST", "/v1/locks/" + name + "/force-release", `{}`},
+		} {
+			var p problem
+			code, _ := e.call(c.method, strings.Replace(c.path, " ", "%20", 1), adminTok, c.body, &p)
+			if code != 400 || !strings.Contains(p.Detail, "only whitespace") || !strings.Contains(p.Detail, `"`) {
+				t.Errorf("%s %s: %d %q, want 400 saying the quoted name is only whitespace", c.method, c.path, code, p.Detail)
+			}
+		}
+	}
+	if hs, _ := e.locker.List(context.Background(), ""); len(hs) != 0 {
+		t.Errorf("blank names were granted: %v", hs)
+	}
+}

@@ -119,6 +119,7 @@ type Server struct {
 	inFlight  *counter // requests in flight per client behind a trusted proxy
 
 	sessions *sessionStore // dashboard sign-ins, by cookie
+	signIns  *signInStore  // one-time sign-in links not yet used
 
 	stop    chan struct{}
 	closing sync.Once
@@ -166,7 +167,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, l: cfg.Locker, log: log, mux: http.NewServeMux(),
-		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), inFlight: newCounter(cfg.MaxConnsPerClient), viewers: newCounter(cfg.MaxDashboardStreams), sessions: newSessionStore(), stop: make(chan struct{})}
+		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), inFlight: newCounter(cfg.MaxConnsPerClient), viewers: newCounter(cfg.MaxDashboardStreams), sessions: newSessionStore(), signIns: newSignInStore(), stop: make(chan struct{})}
 	s.leases = newLeaseTable()
 	s.board = newBoard(cfg.Locker.Backend())
 	cfg.Locker.AddHooks(s.board.hooks())
@@ -192,6 +193,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	if uncleanPath(w, r) {
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern == "" {
 		unmatched(w, r, h)
@@ -202,8 +206,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // unmatched answers a request that matches no route: the ServeMux's 404
 // and 405 (with its Allow header) become problem documents like every
-// other error; anything else it answers (a redirect to a clean path)
-// passes through.
+// other error; anything else it answers (a redirect from /tree to
+// /tree/) passes through. A path it would clean never gets here
+// (uncleanPath).
 func unmatched(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
 	h.ServeHTTP(rec, r)

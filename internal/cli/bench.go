@@ -166,7 +166,7 @@ func addBenchFlags(cmd *cobra.Command, opts *benchOptions) {
 	f.StringVar(&opts.Format, "format", "table", "with --compare: table or markdown")
 	f.StringVar(&opts.SVG, "svg", "", "with --compare: write a bar chart of dlock against the baseline to this file")
 	f.IntVar(&opts.Leases, "leases", 0, "hold this many leases on one Locker and count the refresh traffic")
-	f.BoolVar(&opts.Election, "election", false, "measure leader failover: SIGKILL a `dlock elect` leader, time the next term")
+	f.BoolVar(&opts.Election, "election", false, "measure leader failover: SIGKILL a leader running dlock elect, time the next term")
 	f.IntVar(&opts.Rounds, "rounds", defaultBenchRounds, "with --election: failovers to measure")
 	f.BoolVar(&opts.Serve, "serve", false, "measure the HTTP API (dlock serve) against the library, and --streams events streams")
 	f.IntVar(&opts.Streams, "streams", 1000, "with --serve: concurrent events streams (-1: none)")

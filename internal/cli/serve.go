@@ -44,6 +44,7 @@ type serveOptions struct {
 	clientCA       string
 	trustedProxies []string
 	maxConns       int
+	signInLink     string
 }
 
 const serveLong = `Serve fenced leases over HTTP/JSON to programs in any language, with a live
@@ -56,6 +57,10 @@ Force-release needs an admin token (--admin-token-file or $DLOCK_SERVE_ADMIN_TOK
 --insecure-no-auth serves without authentication, and only on a loopback address.
 Behind a load balancer, name it with --trusted-proxy so that clients are told apart
 by X-Forwarded-For (limits on connections and failed sign-ins are per client address).
+
+At start, on a terminal, dlock serve prints a one-time link that signs a browser in
+to the dashboard (valid once, for 10 minutes; --signin-link). A running server makes
+another for a token holder: POST /v1/signin-links.
 
 The server holds each lease for its client while the client shows it is alive (an
 open events stream, or a renew within the TTL); a client that vanishes loses its
@@ -88,6 +93,8 @@ func newServeCmd(g *globalOptions, io *IO) *cobra.Command {
 		"address or CIDR of a proxy in front of the server, whose X-Forwarded-For names the client (repeatable)")
 	f.IntVar(&o.maxConns, "max-conns-per-client", serve.DefaultMaxConnsPerClient,
 		"connections one client address may hold at once (behind a trusted proxy: requests in flight)")
+	f.StringVar(&o.signInLink, "signin-link", signInAuto,
+		"print a one-time dashboard sign-in link at start: auto (when stderr is a terminal), always (into logs too), never")
 	return cmd
 }
 
@@ -211,6 +218,9 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 	if len(tokens)+len(admins) == 0 && !o.insecureNoAuth && (tlsCfg == nil || tlsCfg.ClientCAs == nil) {
 		return usageErr("no authentication: give --token-file (or $%s), --client-ca, or --insecure-no-auth on loopback", envServeToken)
 	}
+	if err := o.checkSignIn(len(tokens) + len(admins)); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	l, err := openLocker(ctx, o.url)
@@ -248,6 +258,7 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 		scheme = "https"
 	}
 	fmt.Fprintf(io.Err, "dlock serve: %s://%s, backend %s (dashboard at /, metrics at /metrics)\n", scheme, ln.Addr(), l.Backend())
+	printSignInLink(io.Err, o, io.ErrTTY, srv, scheme, ln.Addr())
 	errc := make(chan error, 1)
 	go func() {
 		if tlsCfg != nil {

@@ -432,6 +432,7 @@ func pageState(ctx context.Context) string {
 
 type apiClient struct {
 	base   string
+	srv    *serve.Server
 	locker *dlock.Locker
 	wg     sync.WaitGroup
 }
@@ -459,7 +460,7 @@ func startServer(t *testing.T) *apiClient {
 		t.Fatalf("serve.New: %v", err)
 	}
 	ts := httptest.NewServer(srv)
-	api := &apiClient{base: ts.URL, locker: locker}
+	api := &apiClient{base: ts.URL, srv: srv, locker: locker}
 	t.Cleanup(func() {
 		// The browser is gone by now (its cleanup ran first); Close ends
 		// the SSE streams so the test server can shut down.
