@@ -55,8 +55,8 @@ bench-compare:
 # Start every backend's test server; measure dlock against the strongest
 # hand-written baselines (bench --compare), 10,000 leases held (--leases),
 # the HTTP API (--serve), leader failover (--election) and a semaphore
-# (--semaphore); write docs/benchmarks.json, then render from it the
-# README's summary, docs/benchmarks.md and docs/benchmarks.svg.
+# (--semaphore); write docs/benchmarks.json, then render from it
+# docs/benchmarks.md (its summary and tables) and docs/benchmarks.svg.
 # DLOCK_BENCH_DURATION (default 3s per side and workload) and
 # DLOCK_BENCH_LEASES (default 10000) tune it. TestBenchDocsCurrent (in
 # make test) fails while any published figure differs from what
@@ -83,7 +83,7 @@ chaos:
 	DLOCK_CHAOS=full DLOCK_CHAOS_OUT=$(abspath $(CHAOS_OUT)) $(GO) test -count=1 -p 1 -v -timeout $(CHAOS_TIMEOUT) ./chaos/
 	$(MAKE) chaos-render
 
-# The README's fault-suite summary, rendered from chaos/RESULTS.md.
+# The fault-suite summary in docs/chaos.md, rendered from chaos/RESULTS.md.
 chaos-render:
 	DLOCK_CHAOS_RENDER=1 $(GO) test -count=1 -run '^TestPublishedSummaryCurrent$$' ./chaos/
 
