@@ -1,4 +1,4 @@
-# make test: what CI runs (bash .ci/run installs the servers first).
+# make test: what CI runs (sudo bash .ci/run installs the servers first).
 GO ?= go
 SHELL := /bin/bash
 STATICCHECK_VERSION ?= v0.8.2
@@ -22,8 +22,16 @@ staticcheck:
 
 # -p 1: the suites start real servers and measure leases against real time;
 # one package at a time keeps a 2-core machine from starving them.
+# A test whose server binary is missing skips (fails under
+# DLOCK_TEST_REQUIRE_SERVERS=1) and is recorded in DLOCK_TEST_SKIPS; the
+# run ends with what was not tested and how to install the servers.
+# PKGS picks packages: make unit PKGS=./redislock
+PKGS ?= ./...
 unit:
-	$(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) ./...
+	@skips=$$(mktemp -t dlock-test-skips.XXXXXX); \
+	echo "$(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(PKGS)"; \
+	DLOCK_TEST_SKIPS=$$skips $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(PKGS); rc=$$?; \
+	$(GO) run ./internal/testserver/skipsummary $$skips; rm -f $$skips; exit $$rc
 
 # The OpenTelemetry instrumentation is its own module (dlockotel), so that
 # the core does not depend on OpenTelemetry: vet, lint and test it apart.
@@ -47,8 +55,8 @@ bench-compare:
 # Start every backend's test server; measure dlock against the strongest
 # hand-written baselines (bench --compare), 10,000 leases held (--leases),
 # the HTTP API (--serve), leader failover (--election) and a semaphore
-# (--semaphore); write docs/benchmarks.json, then render from it the
-# README's summary, docs/benchmarks.md and docs/benchmarks.svg.
+# (--semaphore); write docs/benchmarks.json, then render from it
+# docs/benchmarks.md (its summary and tables) and docs/benchmarks.svg.
 # DLOCK_BENCH_DURATION (default 3s per side and workload) and
 # DLOCK_BENCH_LEASES (default 10000) tune it. TestBenchDocsCurrent (in
 # make test) fails while any published figure differs from what
@@ -75,7 +83,7 @@ chaos:
 	DLOCK_CHAOS=full DLOCK_CHAOS_OUT=$(abspath $(CHAOS_OUT)) $(GO) test -count=1 -p 1 -v -timeout $(CHAOS_TIMEOUT) ./chaos/
 	$(MAKE) chaos-render
 
-# The README's fault-suite summary, rendered from chaos/RESULTS.md.
+# The fault-suite summary in docs/chaos.md, rendered from chaos/RESULTS.md.
 chaos-render:
 	DLOCK_CHAOS_RENDER=1 $(GO) test -count=1 -run '^TestPublishedSummaryCurrent$$' ./chaos/
 

@@ -3,24 +3,31 @@ package chaos
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/dlockdev/dlock/internal/docblock"
 )
 
-// The README's fault-suite summary is rendered from the committed results
-// of the last full run (chaos/RESULTS.md, which `make chaos` writes), so
-// that no figure of it is typed by hand: TestPublishedSummaryCurrent fails
-// while the README's block differs from what RESULTS.md renders.
+// The fault-suite summary at the top of docs/chaos.md is rendered from the
+// committed results of the last full run (chaos/RESULTS.md, which `make
+// chaos` writes), so that no figure of it is typed by hand:
+// TestPublishedSummaryCurrent fails while the block differs from what
+// RESULTS.md renders.
 
-// ResultsFile and ReadmeFile are the documents, relative to the module
-// root; SummaryBlock names the README's block.
+// ResultsFile and SummaryFile are the documents, relative to the module
+// root; SummaryBlock names the summary's block in SummaryFile.
 const (
 	ResultsFile  = "chaos/RESULTS.md"
-	ReadmeFile   = "README.md"
+	SummaryFile  = "docs/chaos.md"
 	SummaryBlock = "chaos-summary"
 )
+
+// Unrendered are the documents that carry no fault-suite block: the
+// README links to SummaryFile, so a block left there would have no
+// renderer (see docblock.Verify).
+var Unrendered = []string{"README.md"}
 
 // resultRow is one row of RESULTS.md, as written by Table.Markdown.
 type resultRow struct {
@@ -93,9 +100,10 @@ func (r resultRow) kind() string {
 
 func (r resultRow) where() string { return r.scenario + " on " + r.backend }
 
-// Summary renders the README's block: the run, then every row that is not
-// a plain pass, and the totals of those that are.
-func (r fileResults) Summary() string {
+// Summary renders the summary's block: the run, then every row that is
+// not a plain pass, and the totals of those that are. link is the path of
+// RESULTS.md relative to the document the block is in.
+func (r fileResults) Summary(link string) string {
 	var b strings.Builder
 	trials := 0
 	var safety, safetyPass, controls, controlsOK, fencedTrials, staleWrites int
@@ -130,7 +138,7 @@ func (r fileResults) Summary() string {
 			exempt = append(exempt, fmt.Sprintf("%s: %s trials had two holders at once, stated not passed", row.where(), strings.TrimPrefix(row.verdict, "EXEMPT ")))
 		}
 	}
-	fmt.Fprintf(&b, "From [chaos/RESULTS.md](chaos/RESULTS.md) — %s: %d rows, %d trials.\n\n", strings.TrimPrefix(r.header, "dlock fault suite: "), len(r.rows), trials)
+	fmt.Fprintf(&b, "From [chaos/RESULTS.md](%s) — %s: %d rows, %d trials.\n\n", link, strings.TrimPrefix(r.header, "dlock fault suite: "), len(r.rows), trials)
 	fmt.Fprintf(&b, "- Safety rows (0 violations and 0 unlinearizable histories expected): **%d of %d pass**; the fenced paths accepted **%d stale writes in %d trials**.\n", safetyPass, safety, staleWrites, fencedTrials)
 	fmt.Fprintf(&b, "- Negative controls (each must reproduce its violation and have the checker refuse it): **%d of %d reproduced** (%s).\n", controlsOK, controls, strings.Join(control, ", "))
 	for _, m := range measured {
@@ -147,11 +155,15 @@ func (r fileResults) Summary() string {
 
 // Blocks are the fault suite's generated blocks under the module root.
 func Blocks(root string) []docblock.Block {
-	return []docblock.Block{{File: root + "/" + ReadmeFile, Name: SummaryBlock, Render: func() (string, error) {
-		r, err := readResults(root + "/" + ResultsFile)
+	link, err := filepath.Rel(filepath.Dir(SummaryFile), ResultsFile)
+	return []docblock.Block{{File: filepath.Join(root, SummaryFile), Name: SummaryBlock, Render: func() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return r.Summary(), nil
+		r, err := readResults(filepath.Join(root, ResultsFile))
+		if err != nil {
+			return "", err
+		}
+		return r.Summary(filepath.ToSlash(link)), nil
 	}}}
 }

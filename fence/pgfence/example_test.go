@@ -8,6 +8,7 @@ import (
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/pgfence"
+	_ "github.com/dlockdev/dlock/pglock" // registers postgres:// for dlock.Open
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -16,13 +17,23 @@ import (
 // it needs a server.)
 func Example() {
 	ctx := context.Background()
-	pool, _ := pgxpool.New(ctx, "postgres://localhost/bank")
-	locker, _ := dlock.Open(ctx, "postgres://localhost/bank")
+	pool, err := pgxpool.New(ctx, "postgres://localhost/bank")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	locker, err := dlock.Open(ctx, "postgres://localhost/bank")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
 	accounts := pgfence.Table{Name: "accounts", Key: "id", Fence: "fence"}
 
 	// Once, in a migration: reject lower fences even from code that
 	// forgets the WHERE clause.
-	_ = pgfence.InstallTrigger(ctx, pool, "accounts", "fence")
+	if err := pgfence.InstallTrigger(ctx, pool, "accounts", "fence"); err != nil {
+		log.Fatal(err)
+	}
 
 	lease, err := locker.Acquire(ctx, "accounts/42")
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package benchreport renders the results of `dlock bench`: a table for
 // people, Markdown for the docs, an SVG bar chart of dlock against the
-// hand-written baseline, and the README's summary with the targets met
+// hand-written baseline, and the summary (docs/benchmarks.md) with the targets met
 // and missed. Every published figure is rendered from one committed
 // results file (Results, docs/benchmarks.json) into named blocks of the
 // docs (Blocks, package docblock); the measuring run lives in this

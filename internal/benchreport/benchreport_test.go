@@ -200,7 +200,7 @@ func TestGoals(t *testing.T) {
 	}
 }
 
-// TestWriteSummary: the README summary has a row per backend, a line
+// TestWriteSummary: the summary has a row per backend, a line
 // per target marked met or not, and says what was not measured.
 func TestWriteSummary(t *testing.T) {
 	cs := goalRows("postgres-advisory", [3]float64{0.7, 0.81, 0.9}, 0.9, 5000, 3)

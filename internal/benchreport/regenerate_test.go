@@ -44,8 +44,8 @@ const regenRounds = 6
 // bench --compare` and `--leases` on each, `--serve` on Redis, the file
 // and the in-memory backend, and `--election` and `--semaphore` (the
 // dlock binary, built here) on the backends they suit; it writes all of
-// it to docs/benchmarks.json and renders README.md's summary,
-// docs/benchmarks.md and docs/benchmarks.svg from that file. It is
+// it to docs/benchmarks.json and renders from that file
+// docs/benchmarks.md (its summary and tables) and docs/benchmarks.svg. It is
 // skipped unless DLOCK_BENCH_UPDATE=1: it takes minutes and its figures
 // are the machine's, not a pass/fail verdict.
 func TestRegenerateBench(t *testing.T) {
@@ -77,7 +77,7 @@ func TestRegenerateBench(t *testing.T) {
 	if err := docblock.Update(benchreport.Blocks(root, r)); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("wrote %s and rendered README.md, %s and %s from it", benchreport.ResultsFile, benchreport.DocFile, benchreport.ChartFile)
+	t.Logf("wrote %s and rendered %s and %s from it", benchreport.ResultsFile, benchreport.DocFile, benchreport.ChartFile)
 }
 
 // compareOne compares dlock with the baseline on u and, where u holds

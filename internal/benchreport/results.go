@@ -10,7 +10,7 @@ import (
 )
 
 // Results is everything `make bench-readme` measured, kept in the
-// committed file docs/benchmarks.json: every figure of README.md's
+// committed file docs/benchmarks.json: every figure of the
 // benchmark summary, docs/benchmarks.md and docs/benchmarks.svg is
 // rendered from it (Blocks).
 type Results struct {

@@ -66,7 +66,7 @@ func lostHow(d servebench.Delivery) string {
 	return cmpStr(strings.Join(parts, ", "), "—")
 }
 
-// lostCell is the README's cell for force-release events.
+// lostCell is the summary's cell for force-release events.
 func lostCell(d servebench.Delivery) string {
 	return fmt.Sprintf("%.1f / %.1f (%s)", msF(d.P50), msF(d.P99), lostHow(d))
 }

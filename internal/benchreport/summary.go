@@ -12,15 +12,15 @@ import (
 // generatedNote opens every rendered Markdown block.
 const generatedNote = "<!-- Rendered from docs/benchmarks.json by `make bench-readme`; TestBenchDocsCurrent checks it. Do not edit. -->\n"
 
-// WriteSummary writes the README's benchmark summary: when and where
-// the results were measured, per backend the headline ratios and round
-// trips, every target met or not, the cost of holding many leases, and
-// the HTTP API against the library.
+// WriteSummary writes the benchmark summary at the top of
+// docs/benchmarks.md: when and where the results were measured, per
+// backend the headline ratios and round trips, every target met or not,
+// the cost of holding many leases, and the HTTP API against the library.
 func WriteSummary(w io.Writer, r *Results) error {
 	fmt.Fprint(w, generatedNote)
 	fmt.Fprintf(w, "Measured %s on %s (%s a side and workload, in %d alternating slices). Ratio: dlock's rate over the "+
-		"hand-written baseline's, in the same run; contended, over the best of the baseline's ways of waiting. "+
-		"All figures: [docs/benchmarks.md](docs/benchmarks.md).\n\n", r.Measured, shortMachine(r.Machine), seconds(r.SecondsPerSide), r.Rounds)
+		"hand-written baseline's, in the same run; contended, over the best of the baseline's ways of waiting; "+
+		"every figure per workload is below.\n\n", r.Measured, shortMachine(r.Machine), seconds(r.SecondsPerSide), r.Rounds)
 	writeSummaryTable(w, r.Comparisons)
 	fmt.Fprintln(w, "\nTargets (✓ met, ✗ not met):")
 	fmt.Fprintln(w)

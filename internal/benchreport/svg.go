@@ -77,7 +77,7 @@ func bar(b *strings.Builder, c baseline.Comparison, y int, px, scale float64) {
 	dw := math.Min(c.Ratio, scale) * px
 	color := "#1f6feb"
 	if c.Ratio < 0.8 {
-		color = "#d1242f" // under 0.8×: most of the README's targets are at or above it
+		color = "#d1242f" // under 0.8×: most of the targets are at or above it
 	}
 	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%.1f" height="13" fill="%s"/>`+"\n", barLeft, y+3, dw, color)
 	if c.Ratio > scale {

@@ -8,7 +8,7 @@ import (
 	"github.com/dlockdev/dlock/internal/baseline"
 )
 
-// Goal is one performance target the README states for a backend,
+// Goal is one performance target the benchmarks page states for a backend,
 // checked against every regeneration's results: the summary says which
 // are met and which are not, with the figures.
 type Goal struct {
@@ -21,7 +21,7 @@ type Goal struct {
 	check func(rows map[string]baseline.Comparison) (met bool, got string, ok bool)
 }
 
-// Goals are the README's targets.
+// Goals are the targets of docs/benchmarks.md's summary.
 var Goals = []Goal{
 	{"postgres-advisory", "uncontended ≥ 0.8× at G = 1, 16 and 64", uncontendedAtLeast(0.8)},
 	{"postgres-advisory", "contended ≥ 0.8×", contendedAtLeast(0.8, 0)},

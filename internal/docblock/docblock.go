@@ -148,10 +148,11 @@ func Update(blocks []Block) error {
 
 // Verify is the test of a suite's blocks: with update it rewrites them
 // (Update); otherwise it reports each stale block with tb.Error, saying
-// to run fix. It also reports any block in the blocks' files whose name
-// starts with prefix but that is not among blocks: a block with no
-// renderer would never be checked.
-func Verify(tb testing.TB, blocks []Block, prefix string, update bool, fix string) {
+// to run fix. It also reports any block in the blocks' files, and in the
+// files also names (documents the suite's figures may have moved out of),
+// whose name starts with prefix but that is not among blocks: a block with
+// no renderer would never be checked.
+func Verify(tb testing.TB, blocks []Block, prefix string, update bool, fix string, also ...string) {
 	tb.Helper()
 	if update {
 		if err := Update(blocks); err != nil {
@@ -162,32 +163,36 @@ func Verify(tb testing.TB, blocks []Block, prefix string, update bool, fix strin
 	for _, err := range Stale(blocks) {
 		tb.Errorf("%v\n(run %s to rewrite it from the results)", err, fix)
 	}
-	for _, err := range unknown(blocks, prefix) {
+	for _, err := range unknown(blocks, prefix, also) {
 		tb.Error(err)
 	}
 }
 
-// unknown reports the blocks named with prefix in the blocks' files that
-// have no renderer among blocks.
-func unknown(blocks []Block, prefix string) []error {
+// unknown reports the blocks named with prefix in the blocks' files and
+// in also that have no renderer among blocks.
+func unknown(blocks []Block, prefix string, also []string) []error {
 	known := map[string]bool{}
+	var files []string
 	for _, b := range blocks {
 		known[b.File+"\x00"+b.Name] = true
+		if b.Name != "" {
+			files = append(files, b.File)
+		}
 	}
 	var errs []error
 	seen := map[string]bool{}
-	for _, b := range blocks {
-		if b.Name == "" || seen[b.File] {
+	for _, file := range append(files, also...) {
+		if seen[file] {
 			continue
 		}
-		seen[b.File] = true
-		doc, err := os.ReadFile(b.File)
+		seen[file] = true
+		doc, err := os.ReadFile(file)
 		if err != nil {
-			continue // reported by Stale
+			continue // a block's file: reported by Stale; another: nothing to check
 		}
 		for _, n := range Names(string(doc)) {
-			if strings.HasPrefix(n, prefix) && !known[b.File+"\x00"+n] {
-				errs = append(errs, fmt.Errorf("%s: block %q has no renderer: add one, or remove its markers", b.File, n))
+			if strings.HasPrefix(n, prefix) && !known[file+"\x00"+n] {
+				errs = append(errs, fmt.Errorf("%s: block %q has no renderer: add one, or remove its markers", file, n))
 			}
 		}
 	}

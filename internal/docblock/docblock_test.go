@@ -90,8 +90,27 @@ func TestUnknownBlocks(t *testing.T) {
 	md := filepath.Join(t.TempDir(), "doc.md")
 	write(t, md, doc+"<!-- bench-old:begin -->\n1\n<!-- bench-old:end -->\n<!-- chaos-summary:begin -->\n<!-- chaos-summary:end -->\n")
 	blocks := []Block{{File: md, Name: "figures", Render: func() (string, error) { return "", nil }}}
-	errs := unknown(blocks, "bench-")
+	errs := unknown(blocks, "bench-", nil)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `block "bench-old" has no renderer`) {
+		t.Errorf("unknown = %v", errs)
+	}
+}
+
+// TestUnknownBlocksInOtherFiles: a suite's block left behind in a file
+// none of its blocks is in (a document the figures moved out of) is
+// reported when that file is named; a named file that does not exist is
+// not an error.
+func TestUnknownBlocksInOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	md, readme := filepath.Join(dir, "doc.md"), filepath.Join(dir, "README.md")
+	write(t, md, doc)
+	write(t, readme, "<!-- bench-summary:begin -->\nold figures\n<!-- bench-summary:end -->\n")
+	blocks := []Block{{File: md, Name: "figures", Render: func() (string, error) { return "", nil }}}
+	if errs := unknown(blocks, "bench-", nil); len(errs) != 0 {
+		t.Errorf("without README.md named: unknown = %v", errs)
+	}
+	errs := unknown(blocks, "bench-", []string{readme, filepath.Join(dir, "missing.md")})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `README.md: block "bench-summary" has no renderer`) {
 		t.Errorf("unknown = %v", errs)
 	}
 }

@@ -3,7 +3,9 @@
 // tests. Each server is stopped in t.Cleanup.
 //
 // A missing binary skips the test, unless DLOCK_TEST_REQUIRE_SERVERS=1 (set
-// by .ci/run), which turns it into a failure.
+// by .ci/run), which turns it into a failure; a skip is recorded in the
+// file DLOCK_TEST_SKIPS names, so that make test ends with what it did not
+// test (Summary).
 package testserver
 
 import (
@@ -37,7 +39,7 @@ func Binary(t testing.TB, name string, extraDirs ...string) string {
 	if os.Getenv(EnvRequire) == "1" {
 		t.Fatalf("%s not found on PATH and %s=1", name, EnvRequire)
 	}
-	t.Skipf("%s not found on PATH (set %s=1 to fail instead)", name, EnvRequire)
+	skipMissing(t, name, fmt.Sprintf("%s not found on PATH (set %s=1 to fail instead; %s installs it)", name, EnvRequire, InstallCommand))
 	return ""
 }
 

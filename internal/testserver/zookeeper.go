@@ -107,7 +107,7 @@ func requireFile(t testing.TB, path, from string) {
 	if os.Getenv(EnvRequire) == "1" {
 		t.Fatalf("%s (from %s) not found and %s=1", path, from, EnvRequire)
 	}
-	t.Skipf("%s (from %s) not found (set %s=1 to fail instead)", path, from, EnvRequire)
+	skipMissing(t, path+" ("+from+")", fmt.Sprintf("%s (from %s) not found (set %s=1 to fail instead; %s installs it)", path, from, EnvRequire, InstallCommand))
 }
 
 // scratchDir makes a directory removed when t ends, on tmpfs when the
