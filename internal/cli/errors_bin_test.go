@@ -113,3 +113,38 @@ func TestUnreachableNamesOneBound(t *testing.T) {
 		t.Errorf("exit %d, stderr %q: want exit 1 naming the 1s dial_timeout only", r.code, r.stderr)
 	}
 }
+
+// TestWrongServerIsNamed: a URL at the other kind of server, a missing
+// database and a role without privileges each give one line that names
+// the cause and the way out, exit 1: postgresql:// at a Redis port waited
+// out the 15 s bound and said "context deadline exceeded".
+func TestWrongServerIsNamed(t *testing.T) {
+	rd := testserver.Redis(t)
+	pg := testserver.Postgres(t)
+	db := pg.NewDatabase(t)
+	if r := runBin(t, nil, "--url", db, "migrate"); r.code != 0 {
+		t.Fatalf("migrate: exit %d: %s", r.code, r.stderr)
+	}
+	dbName := db[strings.LastIndex(db, "/")+1 : strings.Index(db, "?")]
+	for _, tc := range []struct{ name, url, want string }{
+		{"postgres URL at a Redis port", "postgresql://u:pw-wrong@" + rd.Addr + "/db",
+			"did not answer as PostgreSQL (it answered like Redis: is this a redis:// address?)"},
+		{"redis URL at a Postgres port", fmt.Sprintf("redis://:pw-wrong@127.0.0.1:%d", pg.Port),
+			"did not answer as Redis (it answered like PostgreSQL: is this a postgres:// address?)"},
+		{"missing database", fmt.Sprintf("postgres://dlock:pw-nodb@127.0.0.1:%d/nosuch_db", pg.Port),
+			`database "nosuch_db" does not exist (SQLSTATE 3D000); create it`},
+		{"role without privileges", pg.AuthURL(dbName, pg.Password),
+			`permission denied for table dlock_leases (SQLSTATE 42501): the role lacks the privileges of pglock's lease mode; as the objects' owner, run: GRANT SELECT, INSERT, UPDATE, DELETE ON "dlock_leases"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runBin(t, nil, "--url", tc.url, "run", "x", "--", "true")
+			assertOneLine(t, r, tc.name)
+			if r.code != ExitError || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "TLS") {
+				t.Errorf("exit %d, stderr %q\nwant exit 1 saying %q", r.code, r.stderr, tc.want)
+			}
+			if strings.Contains(r.stderr, "pw-") || strings.Contains(r.stderr, pg.Password) {
+				t.Errorf("the password leaked: %s", r.stderr)
+			}
+		})
+	}
+}
