@@ -137,18 +137,24 @@ func resolveURL(rawURL string) (string, error) {
 // lookupOpener parses rawURL and finds the opener registered for its
 // scheme.
 func lookupOpener(rawURL string) (*url.URL, driver.Opener, error) {
+	if err := schemeless(rawURL); err != nil {
+		return nil, nil, err
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, nil, invalid("malformed URL %s: %v", Redact(rawURL), parseReason(err))
 	}
 	if u.Scheme == "" {
-		return nil, nil, invalid("URL %s has no scheme (want one of %s)", Redact(rawURL), strings.Join(Schemes(), ", "))
+		return nil, nil, invalid("URL %s has no scheme (want one of %s)", Redact(rawURL), strings.Join(knownSchemes(), ", "))
 	}
 	registry.RLock()
 	open := registry.openers[u.Scheme]
 	registry.RUnlock()
 	if open == nil {
 		return nil, nil, unknownScheme(u.Scheme)
+	}
+	if err := missingHost(u); err != nil {
+		return nil, nil, err
 	}
 	return u, open, nil
 }
@@ -340,12 +346,3 @@ func (e *redactedError) Unwrap() error { return e.err }
 
 // backendsImport is the package that registers every bundled backend.
 const backendsImport = `import _ "github.com/dlockdev/dlock/backends"`
-
-// unknownScheme names the fix: the import that registers the scheme.
-func unknownScheme(scheme string) error {
-	registered := Schemes()
-	if len(registered) == 0 {
-		return invalid("unknown URL scheme %q: no backend is registered; add %s (every bundled backend) or the one driver package's import", scheme, backendsImport)
-	}
-	return invalid("unknown URL scheme %q (registered: %s); forgotten import? %s registers every bundled backend", scheme, strings.Join(registered, ", "), backendsImport)
-}

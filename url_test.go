@@ -59,8 +59,22 @@ func TestOpenErrors(t *testing.T) {
 	cases := []struct{ url, mention string }{
 		{"nosuch://host/x", `unknown URL scheme "nosuch"`},
 		{"nosuch://host/x", "mem"},
-		{"nosuch://host/x", `import _ "github.com/dlockdev/dlock/backends"`},
 		{"localhost:6379", "scheme"},
+		// A URL without its scheme, or without the "//" after it.
+		{"127.0.0.1:26481", `no scheme in URL "127.0.0.1:26481"; e.g. redis://127.0.0.1:26481`},
+		{"localhost:6379", `e.g. redis://localhost:6379`},
+		{"u:s3cret@127.0.0.1:5432/db", "e.g. postgres://u:xxxxx@127.0.0.1:5432/db"},
+		{"/var/lib/dlock.db", "file:///var/lib/dlock.db"},
+		{"redis:/127.0.0.1:26481", "URL has no host"},
+		{"redis:/127.0.0.1:26481", "did you mean redis://127.0.0.1:26481?"},
+		{"redis:127.0.0.1:26481/2", "did you mean redis://127.0.0.1:26481/2?"},
+		{"redis:/:s3cret@127.0.0.1:26481", "did you mean redis://:xxxxx@127.0.0.1:26481?"},
+		{"redis:/u:s3cret@localhost/0?ttl=5s", "did you mean redis://u:xxxxx@localhost/0?ttl=5s?"},
+		// A mistyped scheme gets the nearest one (see TestUnknownScheme
+		// for a program that does not link every backend in).
+		{"reddis://h/x", "unknown URL scheme \"reddis\"; did you mean redis? (schemes: "},
+		{"postgress://h/x", "did you mean postgres?"},
+		{"http://h/x", `unknown URL scheme "http" (schemes: `},
 		{"mem://x?ttl=forever", `ttl="forever": not a duration`},
 		{"mem://x?ttl=9999999999h", "longer than the longest duration"},
 		{"mem://x?wait=3000000h", "longer than the longest duration"},

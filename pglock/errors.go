@@ -42,7 +42,9 @@ func (b *base) classify(err error) error {
 	switch pgErr.Code {
 	case codeUndefinedTable, codeUndefinedColumn, codeUndefinedSchema, codeUndefinedFunc:
 		return driver.Permanent(&SchemaError{Mode: b.mode, URL: b.url, Err: err})
-	case codeAuthFailed, codeAuthSpec, codeNoDatabase, codePermission:
+	case codePermission:
+		return driver.Permanent(b.privilegeError(pgErr, err))
+	case codeAuthFailed, codeAuthSpec, codeNoDatabase:
 		return driver.Permanent(err)
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/suggest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -130,7 +131,11 @@ func (c Config) mode() (Mode, error) {
 	case Advisory:
 		return Advisory, nil
 	}
-	return "", fmt.Errorf("%w: pglock mode %q (want %q or %q)", dlock.ErrInvalidArgument, c.Mode, Lease, Advisory)
+	hint := ""
+	if near, ok := suggest.Closest(string(c.Mode), []string{string(Lease), string(Advisory)}); ok {
+		hint = "; did you mean " + near + "?"
+	}
+	return "", fmt.Errorf("%w: pglock mode %q (want %q or %q)%s", dlock.ErrInvalidArgument, c.Mode, Lease, Advisory, hint)
 }
 
 var identPart = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)

@@ -41,6 +41,8 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", dlock.ErrInvalidArgument, err)
 	}
+	dialer := newCheckedDialer(pcfg.ConnConfig.DialFunc)
+	pcfg.ConnConfig.DialFunc = dialer.dial
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, err
@@ -52,8 +54,9 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 		if bad := badSetting(err); bad != nil {
 			return nil, bad
 		}
-		return nil, (&base{}).classifyAdmin(err)
+		return nil, (&base{}).classifyAdmin(connectFailure(err, dialer))
 	}
+	dialer.settle()
 	if syncCommit == "off" {
 		cc := pcfg.ConnConfig
 		warnOnce(driver.LoggerFrom(ctx), fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, cc.Database),

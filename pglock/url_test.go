@@ -87,3 +87,11 @@ func TestOpenBadCredentials(t *testing.T) {
 	}
 	_ = l.Close()
 }
+
+// TestModeTypo: a mistyped mode names the mode it nearly is.
+func TestModeTypo(t *testing.T) {
+	_, err := dlock.Open(ctx(t), "postgres://127.0.0.1:1/db?mode=advsory")
+	if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), `mode "advsory" (want "lease" or "advisory"); did you mean advisory?`) {
+		t.Errorf("mode=advsory: %v, want ErrInvalidArgument with did you mean advisory?", err)
+	}
+}

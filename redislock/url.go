@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/wireprobe"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,12 +54,31 @@ func open(ctx context.Context, rawURL string) (driver.Driver, error) {
 	routeLogs(client, logger)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
+		if wrong := wrongServer(client, err); wrong != nil {
+			return nil, wrong
+		}
 		return nil, fmt.Errorf("redislock: connect: %w", scrub(err, rawURL))
 	}
 	d := newDriver(client, cfg, true)
 	d.SetLogger(logger)
 	d.prepare()
 	return d.wrap(), nil
+}
+
+// wrongServer explains a failed PING that no Redis server sent (an EOF: a
+// PostgreSQL server closes the connection on a first message it cannot
+// read) when the address answers as PostgreSQL; it returns nil otherwise.
+func wrongServer(client redis.UniversalClient, err error) error {
+	var rerr redis.Error
+	c, single := client.(*redis.Client)
+	if !single || errors.As(err, &rerr) {
+		return nil
+	}
+	o := c.Options()
+	if !wireprobe.Postgres(o.Network, o.Addr) {
+		return nil
+	}
+	return fmt.Errorf("redislock: the server at %s did not answer as Redis (it answered like PostgreSQL: is this a postgres:// address?); check the URL's host and port: %w", o.Addr, err)
 }
 
 // parseURL splits the driver's own query keys from go-redis's, and builds

@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -101,4 +102,17 @@ func TestWrongPassword(t *testing.T) {
 		t.Fatalf("Open with the right password: %v", err)
 	}
 	_ = l.Close()
+}
+
+// TestOpenAtPostgres: a redis:// URL at a PostgreSQL port says so; it
+// said "redislock: connect: EOF" (PostgreSQL closes the connection on a
+// first message it cannot read).
+func TestOpenAtPostgres(t *testing.T) {
+	pg := testserver.Postgres(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", pg.Port)
+	_, err := dlock.Open(ctxT(t), "redis://:s3cr3t-pw@"+addr)
+	want := "redislock: the server at " + addr + " did not answer as Redis (it answered like PostgreSQL: is this a postgres:// address?)"
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("Open: %v\nwant it to say %q, without the password", err, want)
+	}
 }

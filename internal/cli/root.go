@@ -80,7 +80,7 @@ Start here: dlock demo`,
 	root.SetErr(io.Err)
 	root.SetIn(io.In)
 	root.PersistentFlags().StringVar(&g.URL, "url", "", "backend URL (default $DLOCK_URL, else the embedded file backend)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitWith(ExitUsage, err) })
+	root.SetFlagErrorFunc(flagError)
 	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
 	root.AddCommand(
 		newRunCmd(g, io), newElectCmd(g, io), newLsCmd(g, io), newInspectCmd(g, io),
