@@ -8,17 +8,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlockdev/dlock/internal/testserver"
 )
 
 // TestCurlWalkthrough runs the curl walkthrough of docs/serve.md, as
 // written, against a real server, and checks what it prints.
 func TestCurlWalkthrough(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		if os.Getenv("DLOCK_TEST_REQUIRE_SERVERS") == "1" {
-			t.Fatal("curl is not installed (DLOCK_TEST_REQUIRE_SERVERS=1)")
-		}
-		t.Skip("curl is not installed")
-	}
+	testserver.Binary(t, "curl")
 	doc, err := os.ReadFile("../docs/serve.md")
 	if err != nil {
 		t.Fatal(err)

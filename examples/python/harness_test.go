@@ -8,18 +8,18 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	_ "modernc.org/sqlite"
+
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/testserver"
 	_ "github.com/dlockdev/dlock/memlock"
 	"github.com/dlockdev/dlock/serve"
-	_ "modernc.org/sqlite"
 )
 
 // script is the client under test.
@@ -29,14 +29,7 @@ const script = "dlock_client.py"
 // DLOCK_TEST_REQUIRE_SERVERS=1.
 func python3(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("DLOCK_TEST_REQUIRE_SERVERS") == "1" {
-			t.Fatalf("python3 is required (DLOCK_TEST_REQUIRE_SERVERS=1): %v", err)
-		}
-		t.Skipf("python3 not found: %v", err)
-	}
-	return p
+	return testserver.Binary(t, "python3")
 }
 
 // server is a real serve.Server under httptest, on a mem:// backend.

@@ -102,9 +102,7 @@ func openFDs(pid int) int {
 // 127.0.0.1 is still answered, and after the server's bound on reading a
 // body no slow connection is held any more.
 func TestServeSurvivesSlowBodies(t *testing.T) {
-	if _, err := exec.LookPath("prlimit"); err != nil {
-		t.Skip("prlimit (util-linux) not installed")
-	}
+	testserver.Binary(t, "prlimit")
 	const tok = "slow-bodies-test-token-0123456789"
 	const bodyBound = 10 * time.Second // serve.DefaultBodyReadTimeout
 	port := testserver.FreePort(t)

@@ -91,7 +91,7 @@ func Summary(w io.Writer, file string) error {
 	if err := sc.Err(); err != nil || len(tests) == 0 {
 		return err
 	}
-	fmt.Fprintln(w, "NOT TESTED: these tests skipped because a server they start is not installed:")
+	fmt.Fprintln(w, "NOT TESTED: these tests skipped because a server or tool they need is not installed:")
 	for _, m := range sortedKeys(tests) {
 		fmt.Fprintf(w, "  %s missing: %s skipped in %s\n", m, plural(len(tests[m]), "test"), strings.Join(sortedKeys(pkgs[m]), ", "))
 	}

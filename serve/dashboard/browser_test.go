@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -180,16 +179,7 @@ func checkEscapes(t *testing.T, ctx context.Context, api *apiClient) {
 
 // chromiumPath finds Debian's chromium, or skips (fails in CI).
 func chromiumPath(t *testing.T) string {
-	for _, p := range []string{"chromium", "/usr/bin/chromium"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	if os.Getenv(testserver.EnvRequire) == "1" {
-		t.Fatalf("chromium not found, and %s=1 (apt-get install chromium)", testserver.EnvRequire)
-	}
-	t.Skip("chromium not found (apt-get install chromium); skipping the browser test")
-	return ""
+	return testserver.Binary(t, "chromium", "/usr/bin")
 }
 
 // startBrowser starts headless Chromium with the flags an offline machine
