@@ -8,8 +8,14 @@ import (
 )
 
 // subscribeTimeout bounds how long Watch waits for fewer than a majority
-// of nodes to confirm a subscription before it settles for what it has.
-const subscribeTimeout = 250 * time.Millisecond
+// of nodes to confirm a subscription before it settles for what it has,
+// and for the first confirmation before it gives up (the waiter then polls
+// at its backoff until its next pause subscribes again). It is generous: a
+// late subscription loses nothing, since the waiter attempts again once
+// Watch returns, while one given up costs a whole backoff. At 250 ms, on a
+// loaded 2-core machine no node had confirmed in time, and a waiter with
+// a 5 s backoff got a lock 10.2 s after its release.
+const subscribeTimeout = 2 * time.Second
 
 // errNoSubscription makes the portable layer poll instead of waiting.
 var errNoSubscription = errors.New("redlock: no node confirmed the release subscription in time")
