@@ -32,6 +32,12 @@ const (
 	scanCount = 500
 	// readChunk is how many lock keys one read request covers (List).
 	readChunk = 100
+	// adminNodeTimeout is the least time a force-release gives each node.
+	// An acquire must be quick, but a force-release must reach every node
+	// it can: a lock left on a node that answered late stays there for the
+	// rest of its TTL, and every acquire must then be answered by all the
+	// other nodes in time.
+	adminNodeTimeout = 2 * time.Second
 )
 
 // forceSrc deletes a lock key whatever its token, wakes the waiters and
@@ -217,6 +223,11 @@ func (d *redlock) tooFew(errs []error) (answered int, few bool) {
 // holder is the one a majority of the nodes agreed on (the rule of
 // Inspect); ok is false when no majority did.
 //
+// Each node gets at least 2 s (or the node timeout when longer) to
+// answer each step, not the acquire's node timeout: a node that answers
+// late still has the lock deleted, so a node that is down or cut off
+// delays a force-release by up to twice that.
+//
 // Step 2 (when fencing) writes newFence = 1 + the highest counter step 1
 // read to every node, never lowering a counter, and must reach a majority
 // too, or ForceRelease fails (the lock stays deleted). Any fence granted
@@ -253,7 +264,8 @@ func (d *redlock) forceAll(ctx context.Context, name string) ([]vote, uint64, er
 	if d.cfg.fencing {
 		fencing = "1"
 	}
-	rs := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) (forced, error) {
+	timeout := max(d.cfg.nodeTimeout, adminNodeTimeout)
+	rs := each(ctx, d, timeout, 2*timeout, func(ctx context.Context, i int) (forced, error) {
 		res, err := forceScript.Run(ctx, d.nodes[i].client, d.nodes[i].keys(name), channelOf(name), fencing).Slice()
 		if err != nil {
 			return forced{}, err
@@ -282,7 +294,8 @@ func (d *redlock) forceAll(ctx context.Context, name string) ([]vote, uint64, er
 // raiseAll is ForceRelease's step 2: it raises name's fence counter to at
 // least fence on every node and fails unless a majority of them did.
 func (d *redlock) raiseAll(ctx context.Context, name string, fence uint64) error {
-	ws := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) (int64, error) {
+	timeout := max(d.cfg.nodeTimeout, adminNodeTimeout)
+	ws := each(ctx, d, timeout, 2*timeout, func(ctx context.Context, i int) (int64, error) {
 		return raiseScript.Run(ctx, d.nodes[i].client, d.nodes[i].keys(name), "", fence, "counter").Int64()
 	})
 	if err := ctx.Err(); err != nil {

@@ -251,3 +251,35 @@ func TestAdminForceReleaseWithoutFencing(t *testing.T) {
 }
 
 var _ driver.Lister = (*redlock)(nil)
+
+// TestAdminForceReleaseSlowNode: a node that answers late (paused for
+// 600 ms, twice the node timeout, while the admin client has no
+// connection to it yet) still gets the force-release. Left there, the
+// evicted lock would sit on that node for the rest of its TTL, and any
+// acquire would then need every other node to answer in time.
+func TestAdminForceReleaseSlowNode(t *testing.T) {
+	ns := startNodes(t, 5)
+	ctx := t.Context()
+	holder := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
+	ls, err := holder.Acquire(ctx, "slow/force", dlock.WithTTL(time.Minute), dlock.WithAutoRefresh(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
+	ns.srv[0].Pause()
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		time.Sleep(2 * suiteNodeTimeout)
+		ns.srv[0].Resume()
+	}()
+	_, held, _, err := admin.ForceRelease(ctx, "slow/force")
+	<-resumed
+	if err != nil || !held {
+		t.Fatalf("ForceRelease = held %v, %v; want the holder evicted", held, err)
+	}
+	if on := ns.holding(t, "slow/force"); len(on) != 0 {
+		t.Errorf("after ForceRelease the lock is still on nodes %v; want it deleted on every node that answers", on)
+	}
+	_ = ls.Release(ctx)
+}
