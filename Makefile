@@ -31,7 +31,7 @@ unit:
 	@skips=$$(mktemp -t dlock-test-skips.XXXXXX); \
 	echo "$(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(PKGS)"; \
 	DLOCK_TEST_SKIPS=$$skips $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(PKGS); rc=$$?; \
-	$(GO) run ./internal/testserver/skipsummary $$skips; rm -f $$skips; exit $$rc
+	$(GO) run ./internal/testing/testserver/skipsummary $$skips; rm -f $$skips; exit $$rc
 
 # The OpenTelemetry instrumentation is its own module (dlockotel), so that
 # the core does not depend on OpenTelemetry: vet, lint and test it apart.
@@ -43,7 +43,7 @@ otel:
 examples-gocron:
 	cd examples/gocron && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... && $(GO) test -race -count=1 ./...
 
-# The drivers' go test benchmarks (workloads from internal/benchwork).
+# The drivers' go test benchmarks (workloads from internal/command/benchwork).
 bench:
 	$(GO) test -run '^$$' -bench '^Benchmark(Uncontended|Contended)$$' -benchtime 2000x -p 1 ./filelock ./redislock ./redlock ./pglock ./etcdlock ./zklock
 
@@ -62,13 +62,13 @@ bench-compare:
 # make test) fails while any published figure differs from what
 # docs/benchmarks.json renders.
 bench-readme:
-	DLOCK_BENCH_UPDATE=1 $(GO) test -run '^TestRegenerateBench$$' -count=1 -v -timeout 60m ./internal/benchreport
+	DLOCK_BENCH_UPDATE=1 $(GO) test -run '^TestRegenerateBench$$' -count=1 -v -timeout 60m ./internal/command/benchreport
 
 # Render the published figures again from the committed
 # docs/benchmarks.json, measuring nothing (after a change to how they are
 # rendered, or to the prose around them).
 bench-render:
-	DLOCK_BENCH_RENDER=1 $(GO) test -run '^TestBenchDocsCurrent$$' -count=1 ./internal/benchreport
+	DLOCK_BENCH_RENDER=1 $(GO) test -run '^TestBenchDocsCurrent$$' -count=1 ./internal/command/benchreport
 
 demo:
 	$(GO) run ./cmd/dlock demo

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/clocktest"
+	"github.com/dlockdev/dlock/internal/testing/clocktest"
 	"github.com/dlockdev/dlock/memlock"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // snippet is one ```go block of a Markdown file.

@@ -16,7 +16,7 @@ import (
 	"github.com/dlockdev/dlock"
 	_ "github.com/dlockdev/dlock/backends"
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // A URL names all its settings or fails. Every scheme's opener, against a

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	_ "github.com/dlockdev/dlock/backends"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // backend is one lock backend under test, reached by URL.

@@ -1,5 +1,5 @@
 // Package chaos is dlock's fault suite: each scenario (S1–S10) runs a
-// fault against real servers started by internal/testserver, many trials,
+// fault against real servers started by internal/testing/testserver, many trials,
 // and reports a verdict row per backend: trials, violations,
 // unlinearizable histories, and the timings that matter for it.
 //

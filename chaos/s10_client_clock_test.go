@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/clocktest"
+	"github.com/dlockdev/dlock/internal/testing/clocktest"
 )
 
 // TestS10ClientClock steps and stalls the clock of the holder's Locker

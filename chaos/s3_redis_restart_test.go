@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // TestS3RedisRestart: Redis is SIGKILLed and restarted right after a grant,

@@ -13,7 +13,7 @@ import (
 // redisURL starts a redis-server on a free loopback port for the test and
 // returns its URL. Without the binary the test is skipped, or fails when
 // DLOCK_TEST_REQUIRE_SERVERS=1 (CI). (The root module's
-// internal/testserver cannot be imported from this module.)
+// internal/testing/testserver cannot be imported from this module.)
 func redisURL(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")

@@ -2,7 +2,7 @@
 // against a real backend: Run(t, harness).
 //
 // A driver's test package calls Run with a Harness that opens Lockers on a
-// server started by internal/testserver, and routes TestMain through Main
+// server started by internal/testing/testserver, and routes TestMain through Main
 // so the suite can start separate OS processes (the test binary re-executed
 // as a child) for its cross-process tests:
 //

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 func findings(t *testing.T, drv driver.Driver) (map[string]driver.Finding, error) {

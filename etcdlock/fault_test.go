@@ -11,7 +11,7 @@ import (
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/etcdlock"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // The fault tests inject a failure into each step of the acquire path

@@ -13,7 +13,7 @@ import (
 	"github.com/dlockdev/dlock/fence/pgfence"
 	"github.com/dlockdev/dlock/fence/redisfence"
 	"github.com/dlockdev/dlock/fence/sqlitefence"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/metrics"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	_ "github.com/dlockdev/dlock/memlock"
 	"github.com/dlockdev/dlock/metrics"
 	_ "github.com/dlockdev/dlock/redislock"

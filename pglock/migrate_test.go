@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/pglock"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

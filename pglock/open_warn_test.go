@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // TestOpenWarnsSynchronousCommitOffOnce: Open says once per process and

@@ -9,7 +9,7 @@ import (
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/redisfence"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // TestCurlWalkthrough runs the curl walkthrough of docs/serve.md, as

@@ -19,7 +19,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	_ "github.com/dlockdev/dlock/filelock"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	_ "github.com/dlockdev/dlock/memlock"
 	_ "github.com/dlockdev/dlock/redislock"
 	"github.com/dlockdev/dlock/serve"

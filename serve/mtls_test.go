@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlockdev/dlock/internal/testcert"
+	"github.com/dlockdev/dlock/internal/testing/testcert"
 	"github.com/dlockdev/dlock/serve"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/dlockdev/dlock/dlocktest"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // envInner marks the test binary as re-executed by TestMain, with

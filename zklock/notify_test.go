@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/zklock"
 	"github.com/go-zookeeper/zk"
 	"go.uber.org/goleak"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/examples/internal/exampletest"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 

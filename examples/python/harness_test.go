@@ -17,7 +17,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/testserver"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	_ "github.com/dlockdev/dlock/memlock"
 	"github.com/dlockdev/dlock/serve"
 )
