@@ -39,7 +39,7 @@ var (
 )
 
 // Watch implements driver.Notifier: it watches the children of name's
-// znode (its contenders, see names.go) and returns once ZooKeeper has set
+// znode (its contenders, see keys.go) and returns once ZooKeeper has set
 // the watch, so that a release after Watch returns is never missed. When
 // nobody ever held name, its znode does not exist: Watch then watches for
 // its creation instead (creating it would leave an empty znode behind for
