@@ -17,8 +17,8 @@ func TestLsAndInspectJSON(t *testing.T) {
 	hold(t, url, "app/a", dlock.WithOwner("o1"), dlock.WithTTL(time.Minute))
 	hold(t, url, "other", dlock.WithOwner("o2"), dlock.WithTTL(time.Minute))
 
-	io, out, _ := testIO()
-	if err := runLs(context.Background(), &lsOptions{URL: url, Prefix: "app/", JSON: true}, io); err != nil {
+	std, out, _ := testIO()
+	if err := runLs(context.Background(), &lsOptions{URL: url, Prefix: "app/", JSON: true}, std); err != nil {
 		t.Fatal(err)
 	}
 	var recs []holderRecord
@@ -29,8 +29,8 @@ func TestLsAndInspectJSON(t *testing.T) {
 		t.Errorf("ls --json app/ = %+v", recs)
 	}
 
-	io, out, _ = testIO()
-	if err := runInspect(context.Background(), &inspectOptions{URL: url, Name: "free", JSON: true}, io); err != nil {
+	std, out, _ = testIO()
+	if err := runInspect(context.Background(), &inspectOptions{URL: url, Name: "free", JSON: true}, std); err != nil {
 		t.Fatal(err)
 	}
 	var rec holderRecord
@@ -38,8 +38,8 @@ func TestLsAndInspectJSON(t *testing.T) {
 		t.Errorf("inspect --json free = %s (%v)", out, err)
 	}
 
-	io, out, _ = testIO()
-	if err := runInspect(context.Background(), &inspectOptions{URL: url, Name: "other"}, io); err != nil {
+	std, out, _ = testIO()
+	if err := runInspect(context.Background(), &inspectOptions{URL: url, Name: "other"}, std); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "o2") || !strings.Contains(out.String(), "FENCE") {
@@ -50,12 +50,12 @@ func TestLsAndInspectJSON(t *testing.T) {
 func TestReleaseForce(t *testing.T) {
 	url := memURL(t)
 	_, lease := hold(t, url, "wedged", dlock.WithOwner("stuck"), dlock.WithTTL(time.Minute))
-	io, out, _ := testIO()
-	err := runRelease(context.Background(), &releaseOptions{URL: url, Name: "wedged"}, io)
+	std, out, _ := testIO()
+	err := runRelease(context.Background(), &releaseOptions{URL: url, Name: "wedged"}, std)
 	if codeOf(err) != ExitUsage {
 		t.Fatalf("release without --force: %v, want a usage error", err)
 	}
-	if err := runRelease(context.Background(), &releaseOptions{URL: url, Name: "wedged", Force: true}, io); err != nil {
+	if err := runRelease(context.Background(), &releaseOptions{URL: url, Name: "wedged", Force: true}, std); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("held by stuck (fence %d); its fence is now %d", lease.Fence(), lease.Fence()+1)
@@ -65,8 +65,8 @@ func TestReleaseForce(t *testing.T) {
 }
 
 func TestMigrateWithoutSchema(t *testing.T) {
-	io, out, _ := testIO()
-	if err := runMigrate(context.Background(), &migrateOptions{URL: memURL(t)}, io); err != nil {
+	std, out, _ := testIO()
+	if err := runMigrate(context.Background(), &migrateOptions{URL: memURL(t)}, std); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "nothing to do") {
@@ -75,9 +75,9 @@ func TestMigrateWithoutSchema(t *testing.T) {
 }
 
 func TestBenchJSON(t *testing.T) {
-	io, out, _ := testIO()
+	std, out, _ := testIO()
 	opts := &benchOptions{URL: memURL(t), Ops: 40, TTL: 5 * time.Second, JSON: true} // a count, not a time: no floor on speed
-	if err := runBench(context.Background(), opts, io); err != nil {
+	if err := runBench(context.Background(), opts, std); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -99,8 +99,8 @@ func TestBenchJSON(t *testing.T) {
 }
 
 func TestBenchRejectsUnboundedDuration(t *testing.T) {
-	io, _, _ := testIO()
-	err := runBench(context.Background(), &benchOptions{URL: memURL(t), Duration: time.Hour}, io)
+	std, _, _ := testIO()
+	err := runBench(context.Background(), &benchOptions{URL: memURL(t), Duration: time.Hour}, std)
 	if codeOf(err) != ExitUsage {
 		t.Fatalf("got %v, want a usage error", err)
 	}
@@ -121,8 +121,8 @@ func TestErrorLine(t *testing.T) {
 
 func TestExecuteUsageExitCodes(t *testing.T) {
 	for _, args := range [][]string{{"frobnicate"}, {"run", "--bogus", "x"}, {"inspect"}, {"ls", "a", "b"}} {
-		io, _, errb := testIO()
-		if code := Execute(context.Background(), args, io); code != ExitUsage {
+		std, _, errb := testIO()
+		if code := Execute(context.Background(), args, std); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, ExitUsage, errb)
 		}
 		if n := strings.Count(errb.String(), "\n"); n != 1 {

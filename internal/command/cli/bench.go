@@ -139,7 +139,7 @@ p50/p99, the HTTP/library ratio and the server's overhead per cycle. Then it
 opens --streams events streams (default 1000), one per lease, ends the leases
 (half released, half force-released) and times each stream's event.`
 
-func newBenchCmd(g *globalOptions, io *IO) *cobra.Command {
+func newBenchCmd(g *globalOptions, std *IO) *cobra.Command {
 	opts := &benchOptions{}
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -148,7 +148,7 @@ func newBenchCmd(g *globalOptions, io *IO) *cobra.Command {
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.URL = g.URL
-			return runBench(cmd.Context(), opts, io)
+			return runBench(cmd.Context(), opts, std)
 		},
 	}
 	addBenchFlags(cmd, opts)
@@ -175,7 +175,7 @@ func addBenchFlags(cmd *cobra.Command, opts *benchOptions) {
 	durationVar(f, &opts.Hold, "hold", time.Millisecond, "with --semaphore: how long each grant is held")
 }
 
-func runBench(ctx context.Context, opts *benchOptions, io *IO) error {
+func runBench(ctx context.Context, opts *benchOptions, std *IO) error {
 	if err := opts.check(); err != nil {
 		return err
 	}
@@ -183,17 +183,17 @@ func runBench(ctx context.Context, opts *benchOptions, io *IO) error {
 	defer stop()
 	switch {
 	case opts.Election:
-		return runBenchElection(ctx, opts, io)
+		return runBenchElection(ctx, opts, std)
 	case opts.Semaphore > 0:
-		return runBenchSemaphore(ctx, opts, io)
+		return runBenchSemaphore(ctx, opts, std)
 	case opts.Leases > 0:
-		return runBenchLeases(ctx, opts, io)
+		return runBenchLeases(ctx, opts, std)
 	case opts.Compare:
-		return runBenchCompare(ctx, opts, io)
+		return runBenchCompare(ctx, opts, std)
 	case opts.Serve:
-		return runBenchServe(ctx, opts, io)
+		return runBenchServe(ctx, opts, std)
 	}
-	return runBenchAlone(ctx, opts, io)
+	return runBenchAlone(ctx, opts, std)
 }
 
 // check validates the options and fills in the default duration.
@@ -280,7 +280,7 @@ type benchResult struct {
 var benchWorkloads = baseline.Workloads
 
 // runBenchAlone measures dlock on any backend, from its URL alone.
-func runBenchAlone(ctx context.Context, opts *benchOptions, io *IO) error {
+func runBenchAlone(ctx context.Context, opts *benchOptions, std *IO) error {
 	l, err := openLocker(ctx, opts.URL)
 	if err != nil {
 		return err
@@ -294,14 +294,14 @@ func runBenchAlone(ctx context.Context, opts *benchOptions, io *IO) error {
 			return err
 		}
 		if opts.JSON {
-			if err := writeJSONLine(io.Out, r); err != nil {
+			if err := writeJSONLine(std.Out, r); err != nil {
 				return err
 			}
 		}
 		results = append(results, r)
 	}
 	if !opts.JSON {
-		return writeBenchTable(io, results)
+		return writeBenchTable(std, results)
 	}
 	return nil
 }
@@ -347,8 +347,8 @@ func (r *benchResult) fromContention(c *benchwork.Contention) {
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func writeBenchTable(io *IO, rs []benchResult) error {
-	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
+func writeBenchTable(std *IO, rs []benchResult) error {
+	tw := tabwriter.NewWriter(std.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "WORKLOAD\tOPS/S\tP50 MS\tP99 MS\tHANDOFF P50 MS\tHANDOFF P99 MS\tFAIRNESS\tERRORS\tVIOLATIONS\t")
 	for _, r := range rs {
 		handoff50, handoff99, fair := "-", "-", "-"
@@ -362,12 +362,12 @@ func writeBenchTable(io *IO, rs []benchResult) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(io.Out, "P50/P99: one TryAcquire+Release cycle (uncontended) or the wait for the lock (contended).")
+	fmt.Fprintln(std.Out, "P50/P99: one TryAcquire+Release cycle (uncontended) or the wait for the lock (contended).")
 	return nil
 }
 
 // runBenchCompare measures dlock and the hand-written baseline.
-func runBenchCompare(ctx context.Context, opts *benchOptions, io *IO) error {
+func runBenchCompare(ctx context.Context, opts *benchOptions, std *IO) error {
 	t, err := openTarget(ctx, opts.URL, opts.TTL)
 	if err != nil {
 		return err
@@ -376,7 +376,7 @@ func runBenchCompare(ctx context.Context, opts *benchOptions, io *IO) error {
 	cfg := baseline.Config{Duration: opts.Duration, Ops: opts.Ops, Prefix: "dlock-bench/" + randomHex(4) + "/"}
 	var each func(baseline.Comparison)
 	if opts.JSON {
-		each = func(c baseline.Comparison) { _ = writeJSONLine(io.Out, c) }
+		each = func(c baseline.Comparison) { _ = writeJSONLine(std.Out, c) }
 	}
 	cs, err := baseline.Compare(ctx, t, cfg, each)
 	if err != nil {
@@ -391,9 +391,9 @@ func runBenchCompare(ctx context.Context, opts *benchOptions, io *IO) error {
 	case opts.JSON:
 		return nil
 	case opts.Format == "markdown":
-		return benchreport.WriteMarkdown(io.Out, cs)
+		return benchreport.WriteMarkdown(std.Out, cs)
 	}
-	return benchreport.WriteTable(io.Out, cs)
+	return benchreport.WriteTable(std.Out, cs)
 }
 
 // openTarget sets up the comparison for url ("" means $DLOCK_URL, then
@@ -428,7 +428,7 @@ func writeSVGFile(path string, cs []baseline.Comparison) error {
 }
 
 // runBenchLeases holds opts.Leases leases and reports the refresh cost.
-func runBenchLeases(ctx context.Context, opts *benchOptions, io *IO) error {
+func runBenchLeases(ctx context.Context, opts *benchOptions, std *IO) error {
 	t, err := openTarget(ctx, opts.URL, opts.TTL)
 	if err != nil {
 		return err
@@ -439,9 +439,9 @@ func runBenchLeases(ctx context.Context, opts *benchOptions, io *IO) error {
 		return err
 	}
 	if opts.JSON {
-		err = writeJSONLine(io.Out, r)
+		err = writeJSONLine(std.Out, r)
 	} else {
-		err = benchreport.WriteLeases(io.Out, []baseline.LeaseReport{r})
+		err = benchreport.WriteLeases(std.Out, []baseline.LeaseReport{r})
 	}
 	if err != nil {
 		return err

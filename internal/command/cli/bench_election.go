@@ -31,7 +31,7 @@ type failoverRound struct {
 const leaderStart = 30 * time.Second
 
 // runBenchElection measures opts.Rounds failovers of one election.
-func runBenchElection(ctx context.Context, opts *benchOptions, io *IO) error {
+func runBenchElection(ctx context.Context, opts *benchOptions, std *IO) error {
 	exe, err := benchExe(opts)
 	if err != nil {
 		return err
@@ -51,15 +51,15 @@ func runBenchElection(ctx context.Context, opts *benchOptions, io *IO) error {
 		if err != nil {
 			return fmt.Errorf("bench --election, round %d: %w", i+1, err)
 		}
-		fmt.Fprintf(io.Err, "round %d/%d: term %d began %s after the leader's SIGKILL\n", i+1, opts.Rounds, fr.term, fr.took.Round(time.Millisecond))
+		fmt.Fprintf(std.Err, "round %d/%d: term %d began %s after the leader's SIGKILL\n", i+1, opts.Rounds, fr.term, fr.took.Round(time.Millisecond))
 		rounds = append(rounds, fr)
 	}
 	r := summarizeFailovers(rounds)
 	r.Backend = l.Backend()
 	if opts.JSON {
-		return writeJSONLine(io.Out, r)
+		return writeJSONLine(std.Out, r)
 	}
-	return writeElectionTable(io, r)
+	return writeElectionTable(std, r)
 }
 
 // summarizeFailovers turns the rounds into the result.
@@ -213,8 +213,8 @@ func (p *leaderProc) stop() {
 	}
 }
 
-func writeElectionTable(io *IO, r benchreport.Election) error {
-	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
+func writeElectionTable(std *IO, r benchreport.Election) error {
+	tw := tabwriter.NewWriter(std.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	past := "n/a"
 	if r.PastExpiryP50Ms != nil {
 		past = fmt.Sprintf("%.0f", *r.PastExpiryP50Ms)
@@ -225,7 +225,7 @@ func writeElectionTable(io *IO, r benchreport.Election) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(io.Out, "From the SIGKILL of a `dlock elect` leader process to the return of the Campaign waiting behind it.")
-	fmt.Fprintln(io.Out, "PAST EXPIRY: that time minus what was left on the leader's lease at the kill (n/a: a lease without a TTL).")
+	fmt.Fprintln(std.Out, "From the SIGKILL of a `dlock elect` leader process to the return of the Campaign waiting behind it.")
+	fmt.Fprintln(std.Out, "PAST EXPIRY: that time minus what was left on the leader's lease at the kill (n/a: a lease without a TTL).")
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 // runBenchSemaphore runs opts.Goroutines goroutines, each with its own
 // Locker, on one semaphore of opts.Semaphore permits for opts.Duration:
 // Acquire (waiting), hold opts.Hold, Release, pause.
-func runBenchSemaphore(ctx context.Context, opts *benchOptions, io *IO) error {
+func runBenchSemaphore(ctx context.Context, opts *benchOptions, std *IO) error {
 	lockers, err := openLockers(ctx, opts, opts.Goroutines)
 	defer closeAll(lockers)
 	if err != nil {
@@ -36,9 +36,9 @@ func runBenchSemaphore(ctx context.Context, opts *benchOptions, io *IO) error {
 		WaitP50Ms: msOf(benchwork.Percentile(c.Waits, 50)), WaitP99Ms: msOf(benchwork.Percentile(c.Waits, 99)),
 		MaxHolders: c.MaxHolders, Errors: int64(c.Failed), Violations: int64(c.Violations)}
 	if opts.JSON {
-		err = writeJSONLine(io.Out, r)
+		err = writeJSONLine(std.Out, r)
 	} else {
-		err = writeSemaphoreTable(io, r)
+		err = writeSemaphoreTable(std, r)
 	}
 	if err == nil && r.Violations > 0 {
 		err = fmt.Errorf("%d grants exceeded the %d permits", r.Violations, r.Permits)
@@ -66,14 +66,14 @@ func closeAll(lockers []*dlock.Locker) {
 	}
 }
 
-func writeSemaphoreTable(io *IO, r benchreport.Semaphore) error {
-	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
+func writeSemaphoreTable(std *IO, r benchreport.Semaphore) error {
+	tw := tabwriter.NewWriter(std.Out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "WORKLOAD\tGOROUTINES\tHOLD MS\tOPS/S\tWAIT P50 MS\tWAIT P99 MS\tMAX HOLDERS\tERRORS\tVIOLATIONS\t")
 	fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.0f\t%.2f\t%.2f\t%d\t%d\t%d\t\n", r.Workload, r.Goroutines, r.HoldMs, r.OpsPerSec,
 		r.WaitP50Ms, r.WaitP99Ms, r.MaxHolders, r.Errors, r.Violations)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Out, "OPS/S: permits granted per second; WAIT: from Acquire to the grant; MAX HOLDERS: most seen at once (at most %d).\n", r.Permits)
+	fmt.Fprintf(std.Out, "OPS/S: permits granted per second; WAIT: from Acquire to the grant; MAX HOLDERS: most seen at once (at most %d).\n", r.Permits)
 	return nil
 }

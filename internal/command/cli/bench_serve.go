@@ -9,7 +9,7 @@ import (
 
 // runBenchServe measures the HTTP API against the library in one run
 // (package servebench).
-func runBenchServe(ctx context.Context, opts *benchOptions, io *IO) error {
+func runBenchServe(ctx context.Context, opts *benchOptions, std *IO) error {
 	if opts.Streams < -1 || opts.Streams > servebench.MaxSSEStreams {
 		return usageErr("--streams %d is outside [-1, %d]", opts.Streams, servebench.MaxSSEStreams)
 	}
@@ -21,11 +21,11 @@ func runBenchServe(ctx context.Context, opts *benchOptions, io *IO) error {
 	rep, err := servebench.Run(ctx, servebench.Config{Locker: l, Duration: opts.Duration, Ops: opts.Ops,
 		Goroutines: opts.Goroutines, SSEStreams: opts.Streams, TTL: opts.TTL})
 	if opts.JSON {
-		if jerr := writeJSONLine(io.Out, rep); jerr != nil {
+		if jerr := writeJSONLine(std.Out, rep); jerr != nil {
 			return jerr
 		}
 	} else {
-		rep.Format(io.Out)
+		rep.Format(std.Out)
 	}
 	if err != nil {
 		return fmt.Errorf("dlock bench --serve: %w", err)

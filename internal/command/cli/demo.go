@@ -27,7 +27,7 @@ demo's temporary directory. The naive locks of orphan, stale-release and
 billing are implemented on the chosen backend for file://, redis://,
 postgres://, etcd:// and zk:// URLs.`
 
-func newDemoCmd(io *IO) *cobra.Command {
+func newDemoCmd(std *IO) *cobra.Command {
 	opts := &demo.Options{}
 	cmd := &cobra.Command{
 		Use:   "demo [SCENARIO|all|list]",
@@ -38,7 +38,7 @@ func newDemoCmd(io *IO) *cobra.Command {
 			if len(a) == 1 {
 				opts.Scenario = a[0]
 			}
-			return fromDemo(demo.Run(cmd.Context(), *opts, io.Out, io.Err))
+			return fromDemo(demo.Run(cmd.Context(), *opts, std.Out, std.Err))
 		},
 	}
 	addDemoFlags(cmd, opts)
@@ -59,7 +59,7 @@ func addDemoFlags(cmd *cobra.Command, opts *demo.Options) {
 
 // newDemoWorkerCmd is the hidden command that runs one process of a demo
 // scenario; `dlock demo` starts it.
-func newDemoWorkerCmd(io *IO) *cobra.Command {
+func newDemoWorkerCmd(std *IO) *cobra.Command {
 	opts := &demo.WorkerOptions{}
 	cmd := &cobra.Command{
 		Use:    demo.WorkerCommand + " ROLE",
@@ -68,7 +68,7 @@ func newDemoWorkerCmd(io *IO) *cobra.Command {
 		Args:   args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.Role = a[0]
-			return fromDemo(demo.RunWorker(cmd.Context(), opts, io.Out))
+			return fromDemo(demo.RunWorker(cmd.Context(), opts, std.Out))
 		},
 	}
 	opts.AddFlags(cmd)

@@ -19,7 +19,7 @@ type doctorOptions struct {
 	JSON bool
 }
 
-func newDoctorCmd(g *globalOptions, io *IO) *cobra.Command {
+func newDoctorCmd(g *globalOptions, std *IO) *cobra.Command {
 	opts := &doctorOptions{}
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -39,7 +39,7 @@ A backend that offers no checks says so and exits 0.`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.URL = g.URL
-			return runDoctor(cmd.Context(), opts, io)
+			return runDoctor(cmd.Context(), opts, std)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print one JSON document instead of lines")
@@ -56,13 +56,13 @@ type doctorReport struct {
 	Warn     int              `json:"warn"`
 }
 
-func runDoctor(ctx context.Context, opts *doctorOptions, io *IO) error {
+func runDoctor(ctx context.Context, opts *doctorOptions, std *IO) error {
 	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
 		rep, err := diagnose(ctx, l, dlock.Redact(effectiveURL(opts.URL)))
 		if err != nil {
 			return err
 		}
-		return writeDoctor(io, opts, rep)
+		return writeDoctor(std, opts, rep)
 	})
 }
 
@@ -106,7 +106,7 @@ func effectiveURL(u string) string {
 }
 
 // writeDoctor prints the report and picks the exit status.
-func writeDoctor(io *IO, opts *doctorOptions, rep doctorReport) error {
+func writeDoctor(std *IO, opts *doctorOptions, rep doctorReport) error {
 	for _, f := range rep.Findings {
 		switch f.Verdict {
 		case driver.VerdictUnsafe:
@@ -116,11 +116,11 @@ func writeDoctor(io *IO, opts *doctorOptions, rep doctorReport) error {
 		}
 	}
 	if opts.JSON {
-		if err := writeJSON(io.Out, rep); err != nil {
+		if err := writeJSON(std.Out, rep); err != nil {
 			return err
 		}
 	} else {
-		writeFindings(io.Out, rep)
+		writeFindings(std.Out, rep)
 	}
 	if rep.Unsafe > 0 {
 		return exitWith(ExitUnsafe, fmt.Errorf("%s: %d unsafe finding(s); exiting %d", rep.URL, rep.Unsafe, ExitUnsafe))

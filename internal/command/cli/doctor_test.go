@@ -116,8 +116,8 @@ func TestWriteDoctorVerdicts(t *testing.T) {
 		{"unsafe", []driver.Finding{ok, warn, unsafe}, ExitUnsafe, []string{"unsafe c: bad (fix: do U)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			io, out, _ := testIO()
-			err := writeDoctor(io, &doctorOptions{}, doctorReport{URL: "x://", Checks: true, Findings: tc.fs})
+			std, out, _ := testIO()
+			err := writeDoctor(std, &doctorOptions{}, doctorReport{URL: "x://", Checks: true, Findings: tc.fs})
 			if codeOf(err) != tc.code {
 				t.Fatalf("exit %d (%v), want %d", codeOf(err), err, tc.code)
 			}
@@ -129,8 +129,8 @@ func TestWriteDoctorVerdicts(t *testing.T) {
 			if strings.Contains(out.String(), "never shown") {
 				t.Errorf("a fix was printed for an ok finding: %q", out.String())
 			}
-			io, out, _ = testIO()
-			_ = writeDoctor(io, &doctorOptions{JSON: true}, doctorReport{URL: "x://", Checks: true, Findings: tc.fs})
+			std, out, _ = testIO()
+			_ = writeDoctor(std, &doctorOptions{JSON: true}, doctorReport{URL: "x://", Checks: true, Findings: tc.fs})
 			var rep doctorReport
 			if err := json.Unmarshal([]byte(out.String()), &rep); err != nil {
 				t.Fatal(err)

@@ -40,7 +40,7 @@ When the command exits by itself, or after a signal that dlock forwarded to
 it, dlock resigns (the next campaigner is elected at once) and exits with the
 command's exit code, as ` + "`dlock run`" + ` does.`
 
-func newElectCmd(g *globalOptions, io *IO) *cobra.Command {
+func newElectCmd(g *globalOptions, std *IO) *cobra.Command {
 	opts := &electOptions{}
 	cmd := &cobra.Command{
 		Use:   "elect [flags] NAME -- COMMAND [ARGS...]",
@@ -51,7 +51,7 @@ func newElectCmd(g *globalOptions, io *IO) *cobra.Command {
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.setArgs(g.URL, a)
-			return runElect(cmd.Context(), opts, io)
+			return runElect(cmd.Context(), opts, std)
 		},
 	}
 	addJobFlags(cmd, &opts.runOptions)
@@ -61,7 +61,7 @@ func newElectCmd(g *globalOptions, io *IO) *cobra.Command {
 
 // runElect campaigns, runs the command while leader, and campaigns again
 // each time the term is lost, until the command ends by itself.
-func runElect(ctx context.Context, opts *electOptions, io *IO) error {
+func runElect(ctx context.Context, opts *electOptions, std *IO) error {
 	opts.Wait, opts.ConflictExitCode = dlock.Forever, ExitHeld
 	if err := opts.validate(electUse); err != nil {
 		return err
@@ -76,7 +76,7 @@ func runElect(ctx context.Context, opts *electOptions, io *IO) error {
 			return e.Campaign(ctx, opts.Value)
 		}}
 		for {
-			again, err := leadOnce(ctx, l, g, &opts.runOptions, io, sigs)
+			again, err := leadOnce(ctx, l, g, &opts.runOptions, std, sigs)
 			if !again {
 				return err
 			}
@@ -87,13 +87,13 @@ func runElect(ctx context.Context, opts *electOptions, io *IO) error {
 // leadOnce campaigns and runs the command for one term. again says that
 // the term was lost and the command stopped, so dlock should campaign
 // again; otherwise the Locker is closed and err is dlock's exit.
-func leadOnce(ctx context.Context, l *dlock.Locker, g grant, opts *runOptions, io *IO, sigs <-chan os.Signal) (again bool, err error) {
-	lease, err := acquireForRun(ctx, l, opts, g, io, sigs)
+func leadOnce(ctx context.Context, l *dlock.Locker, g grant, opts *runOptions, std *IO, sigs <-chan os.Signal) (again bool, err error) {
+	lease, err := acquireForRun(ctx, l, opts, g, std, sigs)
 	if err != nil {
 		_ = l.Close()
 		return false, err
 	}
-	t, err := runTerm(lease, opts, io, sigs)
+	t, err := runTerm(lease, opts, std, sigs)
 	if err != nil {
 		_, _ = releaseAndClose(l, lease, releaseBudget)
 		return false, err
@@ -102,10 +102,10 @@ func leadOnce(ctx context.Context, l *dlock.Locker, g grant, opts *runOptions, i
 		// The command ended by itself or was told to stop, or the guard
 		// never reported its end (only dlock's exit makes the guard kill
 		// what is left): end as `dlock run` does.
-		return false, finishTerm(l, lease, opts, io, t)
+		return false, finishTerm(l, lease, opts, std, t)
 	}
 	_, _ = within(t.releaseBudget(), func() error { return lease.Release(context.Background()) })
-	fmt.Fprintf(io.Err, "dlock: term %d of %q ended (command exit status %d); campaigning again\n",
+	fmt.Fprintf(std.Err, "dlock: term %d of %q ended (command exit status %d); campaigning again\n",
 		lease.Fence(), opts.Name, exitCode(t.res.Status))
 	return true, nil
 }

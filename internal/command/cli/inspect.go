@@ -15,7 +15,7 @@ type inspectOptions struct {
 	JSON bool
 }
 
-func newInspectCmd(g *globalOptions, io *IO) *cobra.Command {
+func newInspectCmd(g *globalOptions, std *IO) *cobra.Command {
 	opts := &inspectOptions{}
 	cmd := &cobra.Command{
 		Use:   "inspect NAME",
@@ -29,30 +29,30 @@ term number and whose owner is the leader's published value).`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.URL, opts.Name = g.URL, a[0]
-			return runInspect(cmd.Context(), opts, io)
+			return runInspect(cmd.Context(), opts, std)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, `print a JSON object ({"name":..., "held":false} when free)`)
 	return cmd
 }
 
-func runInspect(ctx context.Context, opts *inspectOptions, io *IO) error {
+func runInspect(ctx context.Context, opts *inspectOptions, std *IO) error {
 	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
 		hs, err := grantsOf(ctx, l, opts.Name)
 		if err != nil {
 			return err
 		}
-		return writeInspect(io, opts, hs)
+		return writeInspect(std, opts, hs)
 	})
 }
 
 // writeInspect prints the grants hs held under opts.Name, or that it is
 // free. JSON is one object: the first grant, and when the name is a
 // primitive's, every grant in "grants".
-func writeInspect(io *IO, opts *inspectOptions, hs []dlock.Holder) error {
+func writeInspect(std *IO, opts *inspectOptions, hs []dlock.Holder) error {
 	switch {
 	case opts.JSON && len(hs) == 0:
-		return writeJSON(io.Out, holderRecord{Name: opts.Name})
+		return writeJSON(std.Out, holderRecord{Name: opts.Name})
 	case opts.JSON:
 		rec := recordOf(hs[0])
 		if hs[0].Kind != dlock.KindMutex {
@@ -60,10 +60,10 @@ func writeInspect(io *IO, opts *inspectOptions, hs []dlock.Holder) error {
 				rec.Grants = append(rec.Grants, recordOf(h))
 			}
 		}
-		return writeJSON(io.Out, rec)
+		return writeJSON(std.Out, rec)
 	case len(hs) == 0:
-		_, err := fmt.Fprintf(io.Out, "%s is free\n", opts.Name)
+		_, err := fmt.Fprintf(std.Out, "%s is free\n", opts.Name)
 		return err
 	}
-	return writeHolderTable(io.Out, hs)
+	return writeHolderTable(std.Out, hs)
 }

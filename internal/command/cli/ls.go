@@ -15,7 +15,7 @@ type lsOptions struct {
 	JSON   bool
 }
 
-func newLsCmd(g *globalOptions, io *IO) *cobra.Command {
+func newLsCmd(g *globalOptions, std *IO) *cobra.Command {
 	opts := &lsOptions{}
 	cmd := &cobra.Command{
 		Use:   "ls [PREFIX]",
@@ -26,40 +26,40 @@ func newLsCmd(g *globalOptions, io *IO) *cobra.Command {
 			if len(a) == 1 {
 				opts.Prefix = a[0]
 			}
-			return runLs(cmd.Context(), opts, io)
+			return runLs(cmd.Context(), opts, std)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print a JSON array instead of a table")
 	return cmd
 }
 
-func runLs(ctx context.Context, opts *lsOptions, io *IO) error {
+func runLs(ctx context.Context, opts *lsOptions, std *IO) error {
 	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
 		hs, err := l.List(ctx, opts.Prefix)
 		if err != nil {
 			return err
 		}
-		return writeLs(io, opts, hs)
+		return writeLs(std, opts, hs)
 	})
 }
 
 // writeLs prints the holders hs as a table or JSON.
-func writeLs(io *IO, opts *lsOptions, hs []dlock.Holder) error {
+func writeLs(std *IO, opts *lsOptions, hs []dlock.Holder) error {
 	if opts.JSON {
 		recs := make([]holderRecord, len(hs))
 		for i, h := range hs {
 			recs[i] = recordOf(h)
 		}
-		return writeJSON(io.Out, recs)
+		return writeJSON(std.Out, recs)
 	}
 	if len(hs) == 0 {
 		// Said on stderr, so that a script reading stdout sees no rows.
 		if opts.Prefix != "" {
-			fmt.Fprintf(io.Err, "no locks held with prefix %q\n", opts.Prefix)
+			fmt.Fprintf(std.Err, "no locks held with prefix %q\n", opts.Prefix)
 		} else {
-			fmt.Fprintln(io.Err, "no locks held")
+			fmt.Fprintln(std.Err, "no locks held")
 		}
 		return nil
 	}
-	return writeHolderTable(io.Out, hs)
+	return writeHolderTable(std.Out, hs)
 }

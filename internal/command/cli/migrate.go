@@ -14,7 +14,7 @@ type migrateOptions struct {
 	URL string
 }
 
-func newMigrateCmd(g *globalOptions, io *IO) *cobra.Command {
+func newMigrateCmd(g *globalOptions, std *IO) *cobra.Command {
 	opts := &migrateOptions{}
 	return &cobra.Command{
 		Use:   "migrate",
@@ -22,21 +22,21 @@ func newMigrateCmd(g *globalOptions, io *IO) *cobra.Command {
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.URL = g.URL
-			return runMigrate(cmd.Context(), opts, io)
+			return runMigrate(cmd.Context(), opts, std)
 		},
 	}
 }
 
-func runMigrate(ctx context.Context, opts *migrateOptions, io *IO) error {
+func runMigrate(ctx context.Context, opts *migrateOptions, std *IO) error {
 	return withLocker(ctx, opts.URL, func(ctx context.Context, l *dlock.Locker) error {
-		return migrate(ctx, l, io)
+		return migrate(ctx, l, std)
 	})
 }
 
 // migrate creates what l's schema lacks and says what it did.
-func migrate(ctx context.Context, l *dlock.Locker, io *IO) error {
+func migrate(ctx context.Context, l *dlock.Locker, std *IO) error {
 	if _, ok := l.Driver().(driver.Migrator); !ok {
-		_, err := fmt.Fprintln(io.Out, "this backend has no schema to migrate; nothing to do")
+		_, err := fmt.Fprintln(std.Out, "this backend has no schema to migrate; nothing to do")
 		return err
 	}
 	mr, ok := l.Driver().(driver.MigrationReporter)
@@ -44,24 +44,24 @@ func migrate(ctx context.Context, l *dlock.Locker, io *IO) error {
 		if err := l.Migrate(ctx); err != nil {
 			return err
 		}
-		_, err := fmt.Fprintln(io.Out, "schema is in place (created where missing)")
+		_, err := fmt.Fprintln(std.Out, "schema is in place (created where missing)")
 		return err
 	}
 	created, err := mr.MigrateReport(ctx)
 	if err != nil {
 		return fmt.Errorf("dlock: migrate: %w", err)
 	}
-	return reportMigration(io, created)
+	return reportMigration(std, created)
 }
 
 // reportMigration says what migrate created, or that nothing was needed.
-func reportMigration(io *IO, created []string) error {
+func reportMigration(std *IO, created []string) error {
 	if len(created) == 0 {
-		_, err := fmt.Fprintln(io.Out, "schema is up to date; nothing created")
+		_, err := fmt.Fprintln(std.Out, "schema is up to date; nothing created")
 		return err
 	}
 	for _, c := range created {
-		if _, err := fmt.Fprintf(io.Out, "created %s\n", c); err != nil {
+		if _, err := fmt.Fprintf(std.Out, "created %s\n", c); err != nil {
 			return err
 		}
 	}

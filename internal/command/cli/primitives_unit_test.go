@@ -41,8 +41,8 @@ func TestRunPermitsGivesTheChildItsPermit(t *testing.T) {
 	for _, permits := range []int{0, 3} {
 		opts := runOpts(memURL(t), "sh", "-c", "env > "+envFile)
 		opts.Permits = permits
-		io, _, _ := testIO()
-		if err := runRun(context.Background(), opts, io); err != nil {
+		std, _, _ := testIO()
+		if err := runRun(context.Background(), opts, std); err != nil {
 			t.Fatal(err)
 		}
 		env := readFile(t, envFile)
@@ -61,8 +61,8 @@ func TestRunPermitsGivesTheChildItsPermit(t *testing.T) {
 
 func TestRunPermitsRejectsBadCounts(t *testing.T) {
 	for _, n := range []string{"0", "-1", "1025", "two"} {
-		io, _, errb := testIO()
-		code := Execute(context.Background(), []string{"run", "--url", memURL(t), "--permits", n, "job", "--", "true"}, io)
+		std, _, errb := testIO()
+		code := Execute(context.Background(), []string{"run", "--url", memURL(t), "--permits", n, "job", "--", "true"}, std)
 		if code != ExitUsage || !strings.Contains(errb.String(), strconv.Quote(n)) {
 			t.Errorf("--permits %s: exit %d, stderr %q; want %d naming the value", n, code, errb, ExitUsage)
 		}
@@ -75,10 +75,10 @@ func TestRunPermitsConflictSaysAllPermitsAreHeld(t *testing.T) {
 	if _, err := sem.TryAcquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	io, out, _ := testIO()
+	std, out, _ := testIO()
 	opts := runOpts(url, "echo", "ran")
 	opts.Permits = 1
-	err := runRun(context.Background(), opts, io)
+	err := runRun(context.Background(), opts, std)
 	if codeOf(err) != ExitHeld || !strings.Contains(errorLine(err), `all 1 permits of "job" are held, one by permit-holder`) {
 		t.Errorf("exit %d, %q", codeOf(err), errorLine(err))
 	}
@@ -101,8 +101,8 @@ func TestElectResignsWithTheCommandsStatus(t *testing.T) {
 	dir := t.TempDir()
 	opts := electOpts(url, "sh", "-c", `echo "$DLOCK_TERM $DLOCK_FENCE $$" > `+dir+`/a; exit 7`)
 	opts.TTL = time.Minute
-	io, _, errb := testIO()
-	if err := runElect(context.Background(), opts, io); codeOf(err) != 7 {
+	std, _, errb := testIO()
+	if err := runElect(context.Background(), opts, std); codeOf(err) != 7 {
 		t.Fatalf("exit %d (%v), want 7; stderr %s", codeOf(err), err, errb)
 	}
 	termOf(t, dir, "a") // DLOCK_TERM and DLOCK_FENCE set and equal
@@ -130,8 +130,8 @@ func TestElectCampaignsAgainAfterLoss(t *testing.T) {
 		waitFile(t, log, 10*time.Second)
 		_, _, _, _ = e.ForceRelease(context.Background())
 	}()
-	io, _, errb := testIO()
-	if err := runElect(context.Background(), opts, io); codeOf(err) != 5 {
+	std, _, errb := testIO()
+	if err := runElect(context.Background(), opts, std); codeOf(err) != 5 {
 		t.Fatalf("exit %d (%v), want 5 from the second run; stderr %s", codeOf(err), err, errb)
 	}
 	var terms []int
@@ -167,8 +167,8 @@ func TestLsAndInspectShowKinds(t *testing.T) {
 	if _, err := e.Campaign(context.Background(), "http://leader"); err != nil {
 		t.Fatal(err)
 	}
-	io, out, _ := testIO()
-	if err := runLs(context.Background(), &lsOptions{URL: url}, io); err != nil {
+	std, out, _ := testIO()
+	if err := runLs(context.Background(), &lsOptions{URL: url}, std); err != nil {
 		t.Fatal(err)
 	}
 	for _, re := range []string{`(?m)^NAME +KIND +OWNER +FENCE +TIME LEFT$`, `(?m)^m +mutex +o1 +\d+ `,
@@ -177,8 +177,8 @@ func TestLsAndInspectShowKinds(t *testing.T) {
 			t.Errorf("ls lacks %s:\n%s", re, out)
 		}
 	}
-	io, out, _ = testIO()
-	if err := runInspect(context.Background(), &inspectOptions{URL: url, Name: "s", JSON: true}, io); err != nil {
+	std, out, _ = testIO()
+	if err := runInspect(context.Background(), &inspectOptions{URL: url, Name: "s", JSON: true}, std); err != nil {
 		t.Fatal(err)
 	}
 	var rec holderRecord
@@ -203,13 +203,13 @@ func TestReleaseForcePermit(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := &releaseOptions{URL: url, Name: "s", Force: true}
-	io, _, _ := testIO()
-	if err := runRelease(context.Background(), opts, io); codeOf(err) != ExitUsage || !strings.Contains(err.Error(), "--permit K") {
+	std, _, _ := testIO()
+	if err := runRelease(context.Background(), opts, std); codeOf(err) != ExitUsage || !strings.Contains(err.Error(), "--permit K") {
 		t.Errorf("release of a semaphore without --permit: %v, want a usage error pointing to --permit", err)
 	}
 	opts.HasPermit, opts.Permit = true, a.Slot()
-	io, out, _ := testIO()
-	if err := runRelease(context.Background(), opts, io); err != nil {
+	std, out, _ := testIO()
+	if err := runRelease(context.Background(), opts, std); err != nil {
 		t.Fatal(err)
 	}
 	if want := fmt.Sprintf("released permit %d of s, held by permit-holder (fence %d); its fence is now %d", a.Slot(), a.Fence(), a.Fence()+1); !strings.Contains(out.String(), want) {
@@ -220,15 +220,15 @@ func TestReleaseForcePermit(t *testing.T) {
 		t.Errorf("after the release: %v, permit %v; want permit %d", err, c, a.Slot())
 	}
 	opts.Permit = 2
-	if err := runRelease(context.Background(), opts, io); codeOf(err) != ExitUsage || !strings.Contains(err.Error(), "permit 2") {
+	if err := runRelease(context.Background(), opts, std); codeOf(err) != ExitUsage || !strings.Contains(err.Error(), "permit 2") {
 		t.Errorf("release of permit 2 of 2: %v, want a usage error naming it", err)
 	}
 	opts.Name, opts.Permit = "unheld", 0
-	if err := runRelease(context.Background(), opts, io); codeOf(err) != ExitUsage || !strings.Contains(err.Error(), "--permits N") {
+	if err := runRelease(context.Background(), opts, std); codeOf(err) != ExitUsage || !strings.Contains(err.Error(), "--permits N") {
 		t.Errorf("release of an unheld permit without --permits: %v, want a usage error", err)
 	}
 	opts.Permits = 3
-	if err := runRelease(context.Background(), opts, io); err != nil {
+	if err := runRelease(context.Background(), opts, std); err != nil {
 		t.Errorf("release of an unheld permit with --permits: %v", err)
 	}
 }
@@ -245,8 +245,8 @@ func TestReleaseForceEndsATerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io, out, _ := testIO()
-	if err := runRelease(context.Background(), &releaseOptions{URL: url, Name: "e", Force: true}, io); err != nil {
+	std, out, _ := testIO()
+	if err := runRelease(context.Background(), &releaseOptions{URL: url, Name: "e", Force: true}, std); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("released e, held by me (fence %d)", lease.Fence())) {

@@ -21,7 +21,7 @@ type releaseOptions struct {
 	Permits   int
 }
 
-func newReleaseCmd(g *globalOptions, io *IO) *cobra.Command {
+func newReleaseCmd(g *globalOptions, std *IO) *cobra.Command {
 	opts := &releaseOptions{}
 	cmd := &cobra.Command{
 		Use:   "release --force NAME [--permit K [--permits N]]",
@@ -48,7 +48,7 @@ is held, give it with --permits N.
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.URL, opts.Name = g.URL, a[0]
 			opts.HasPermit = cmd.Flags().Changed("permit")
-			return runRelease(cmd.Context(), opts, io)
+			return runRelease(cmd.Context(), opts, std)
 		},
 	}
 	f := cmd.Flags()
@@ -58,7 +58,7 @@ is held, give it with --permits N.
 	return cmd
 }
 
-func runRelease(ctx context.Context, opts *releaseOptions, io *IO) error {
+func runRelease(ctx context.Context, opts *releaseOptions, std *IO) error {
 	if !opts.Force {
 		return usageErr("release takes the lock from whoever holds it; say --force to mean it (dlock release --force %s)", opts.Name)
 	}
@@ -73,7 +73,7 @@ func runRelease(ctx context.Context, opts *releaseOptions, io *IO) error {
 		if err != nil {
 			return err
 		}
-		return writeRelease(io, opts, h, ok, fence)
+		return writeRelease(std, opts, h, ok, fence)
 	})
 }
 
@@ -132,19 +132,19 @@ func heldPermits(ctx context.Context, l *dlock.Locker, opts *releaseOptions) (in
 
 // writeRelease says what the release did: whom it evicted (ok) and the new
 // fence.
-func writeRelease(io *IO, opts *releaseOptions, h dlock.Holder, ok bool, fence uint64) error {
+func writeRelease(std *IO, opts *releaseOptions, h dlock.Holder, ok bool, fence uint64) error {
 	what := opts.Name
 	if opts.HasPermit {
 		what = fmt.Sprintf("permit %d of %s", opts.Permit, opts.Name)
 	}
 	if !ok {
-		_, err := fmt.Fprintf(io.Out, "%s was not held; its fence is now %d\n", what, fence)
+		_, err := fmt.Fprintf(std.Out, "%s was not held; its fence is now %d\n", what, fence)
 		return err
 	}
 	// A fence guard rejects a fence only once a newer one has written to
 	// it (fence.Check): until the next holder writes, the evicted
 	// holder's writes still pass.
-	_, err := fmt.Fprintf(io.Out, "released %s, held by %s (fence %d); its fence is now %d: the next holder's fence will be above it, "+
+	_, err := fmt.Fprintf(std.Out, "released %s, held by %s (fence %d); its fence is now %d: the next holder's fence will be above it, "+
 		"and a fence-checking resource rejects writes fenced with %d or lower once a write with a newer fence has reached it\n",
 		what, h.Owner, h.Fence, fence, h.Fence)
 	return err

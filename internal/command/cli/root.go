@@ -1,5 +1,5 @@
 // Package cli implements the dlock command: one file per command, each
-// built as flags → options struct → run(ctx, opts, io), so that the run
+// built as flags → options struct → run(ctx, opts, std), so that the run
 // functions are tested without parsing flags.
 package cli
 
@@ -35,9 +35,9 @@ func Main() int {
 }
 
 // Execute runs the dlock command with args and returns the exit code. Every
-// failure is printed as one line on io.Err.
-func Execute(ctx context.Context, args []string, io *IO) int {
-	root := newRootCmd(io)
+// failure is printed as one line on std.Err.
+func Execute(ctx context.Context, args []string, std *IO) int {
+	root := newRootCmd(std)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -47,12 +47,12 @@ func Execute(ctx context.Context, args []string, io *IO) int {
 		err = exitWith(ExitUsage, err)
 	}
 	if line := errorLine(err); line != "" {
-		fmt.Fprintln(io.Err, line)
+		fmt.Fprintln(std.Err, line)
 	}
 	return codeOf(err)
 }
 
-func newRootCmd(io *IO) *cobra.Command {
+func newRootCmd(std *IO) *cobra.Command {
 	g := &globalOptions{}
 	root := &cobra.Command{
 		Use:   "dlock",
@@ -71,22 +71,22 @@ Start here: dlock demo`,
 		SilenceUsage:  true,
 		// Bare `dlock`: the help, on stderr, and the usage exit code.
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.SetOut(io.Err)
+			cmd.SetOut(std.Err)
 			_ = cmd.Help()
 			return exitWith(ExitUsage, nil)
 		},
 	}
-	root.SetOut(io.Out)
-	root.SetErr(io.Err)
-	root.SetIn(io.In)
+	root.SetOut(std.Out)
+	root.SetErr(std.Err)
+	root.SetIn(std.In)
 	root.PersistentFlags().StringVar(&g.URL, "url", "", "backend URL (default $DLOCK_URL, else the embedded file backend)")
 	root.SetFlagErrorFunc(flagError)
 	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
 	root.AddCommand(
-		newRunCmd(g, io), newElectCmd(g, io), newLsCmd(g, io), newInspectCmd(g, io),
-		newReleaseCmd(g, io), newMigrateCmd(g, io), newVersionCmd(io),
-		newBenchCmd(g, io), newDemoCmd(io), newDemoWorkerCmd(io),
-		newDoctorCmd(g, io), newServeCmd(g, io), newRunsCmd(g, io),
+		newRunCmd(g, std), newElectCmd(g, std), newLsCmd(g, std), newInspectCmd(g, std),
+		newReleaseCmd(g, std), newMigrateCmd(g, std), newVersionCmd(std),
+		newBenchCmd(g, std), newDemoCmd(std), newDemoWorkerCmd(std),
+		newDoctorCmd(g, std), newServeCmd(g, std), newRunsCmd(g, std),
 	)
 	return root
 }

@@ -88,7 +88,7 @@ found exits 127, one that cannot be executed 126, as in a shell.
 The command runs in a background process group, so it cannot read from the
 terminal; stdin is still passed through for pipes and files.`
 
-func newRunCmd(g *globalOptions, io *IO) *cobra.Command {
+func newRunCmd(g *globalOptions, std *IO) *cobra.Command {
 	opts := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run [flags] NAME -- COMMAND [ARGS...]",
@@ -102,7 +102,7 @@ func newRunCmd(g *globalOptions, io *IO) *cobra.Command {
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.setArgs(g.URL, a)
-			return runRun(cmd.Context(), opts, io)
+			return runRun(cmd.Context(), opts, std)
 		},
 	}
 	addRunFlags(cmd, opts)
@@ -217,7 +217,7 @@ func (o *runOptions) grant(l *dlock.Locker) (grant, error) {
 }
 
 // runRun acquires the lock, runs the command under it and releases it.
-func runRun(ctx context.Context, opts *runOptions, io *IO) error {
+func runRun(ctx context.Context, opts *runOptions, std *IO) error {
 	if err := opts.validate(runUse); err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func runRun(ctx context.Context, opts *runOptions, io *IO) error {
 			_ = l.Close()
 			return err
 		}
-		lease, err := acquireForRun(ctx, l, opts, g, io, sigs)
+		lease, err := acquireForRun(ctx, l, opts, g, std, sigs)
 		if err != nil {
 			if slotted && errors.Is(err, dlock.ErrNotAcquired) {
 				if serr := slotOfHeld(ctx, l, opts, slot); serr != nil {
@@ -250,7 +250,7 @@ func runRun(ctx context.Context, opts *runOptions, io *IO) error {
 				return err
 			}
 		}
-		return superviseCommand(l, lease, opts, io, sigs, func(t term) { afterJob(l, lease, opts, run, t, started, sigs) })
+		return superviseCommand(l, lease, opts, std, sigs, func(t term) { afterJob(l, lease, opts, run, t, started, sigs) })
 	})
 }
 
@@ -271,7 +271,7 @@ func withJob(ctx context.Context, opts *runOptions, f func(l *dlock.Locker, sigs
 }
 
 // acquireForRun takes g; a signal while waiting gives up the wait.
-func acquireForRun(ctx context.Context, l *dlock.Locker, opts *runOptions, g grant, io *IO, sigs <-chan os.Signal) (*dlock.Lease, error) {
+func acquireForRun(ctx context.Context, l *dlock.Locker, opts *runOptions, g grant, std *IO, sigs <-chan os.Signal) (*dlock.Lease, error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -287,8 +287,8 @@ func acquireForRun(ctx context.Context, l *dlock.Locker, opts *runOptions, g gra
 		wctx, tcancel = context.WithTimeoutCause(sctx, opts.Wait+backendTimeout, errBackendSilent)
 		defer tcancel()
 	}
-	if io.ErrTTY && opts.Wait > 0 {
-		stop := showWaiting(wctx, l, opts.Name, g.kind, io.Err)
+	if std.ErrTTY && opts.Wait > 0 {
+		stop := showWaiting(wctx, l, opts.Name, g.kind, std.Err)
 		defer stop()
 	}
 	lease, err := g.acquire(wctx)

@@ -44,8 +44,8 @@ func hold(t *testing.T, url, name string, opts ...dlock.Option) (*dlock.Locker, 
 }
 
 func TestRunRunPassesTheExitCode(t *testing.T) {
-	io, _, _ := testIO()
-	err := runRun(context.Background(), runOpts(memURL(t), "sh", "-c", "exit 3"), io)
+	std, _, _ := testIO()
+	err := runRun(context.Background(), runOpts(memURL(t), "sh", "-c", "exit 3"), std)
 	if got := codeOf(err); got != 3 {
 		t.Fatalf("exit code %d (%v), want 3", got, err)
 	}
@@ -55,8 +55,8 @@ func TestRunRunPassesTheExitCode(t *testing.T) {
 }
 
 func TestRunRunSignalledCommandExits128PlusN(t *testing.T) {
-	io, _, _ := testIO()
-	err := runRun(context.Background(), runOpts(memURL(t), "sh", "-c", "kill -9 $$"), io)
+	std, _, _ := testIO()
+	err := runRun(context.Background(), runOpts(memURL(t), "sh", "-c", "kill -9 $$"), std)
 	if got := codeOf(err); got != 128+9 {
 		t.Fatalf("exit code %d (%v), want 137", got, err)
 	}
@@ -65,8 +65,8 @@ func TestRunRunSignalledCommandExits128PlusN(t *testing.T) {
 func TestRunRunGivesTheChildItsLease(t *testing.T) {
 	t.Setenv("DLOCK_URL", "redis://:hunter2@example.invalid:6379")
 	envFile := filepath.Join(t.TempDir(), "env")
-	io, _, _ := testIO()
-	err := runRun(context.Background(), runOpts(memURL(t), "sh", "-c", "env > "+envFile), io)
+	std, _, _ := testIO()
+	err := runRun(context.Background(), runOpts(memURL(t), "sh", "-c", "env > "+envFile), std)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +89,10 @@ func TestRunRunConflictNamesTheHolder(t *testing.T) {
 	url := memURL(t)
 	hold(t, url, "job", dlock.WithOwner("cron@host-b"), dlock.WithTTL(time.Minute))
 	for _, code := range []int{ExitHeld, 99} {
-		io, out, _ := testIO()
+		std, out, _ := testIO()
 		opts := runOpts(url, "echo", "ran")
 		opts.ConflictExitCode = code
-		err := runRun(context.Background(), opts, io)
+		err := runRun(context.Background(), opts, std)
 		if got := codeOf(err); got != code {
 			t.Fatalf("exit code %d (%v), want %d", got, err, code)
 		}
@@ -111,10 +111,10 @@ func TestRunRunConflictNamesTheHolder(t *testing.T) {
 func TestRunRunWaitsThenGivesUp(t *testing.T) {
 	url := memURL(t)
 	hold(t, url, "job", dlock.WithTTL(time.Minute))
-	io, _, _ := testIO()
+	std, _, _ := testIO()
 	opts := runOpts(url, "true")
 	opts.Wait = 200 * time.Millisecond
-	err := runRun(context.Background(), opts, io)
+	err := runRun(context.Background(), opts, std)
 	if codeOf(err) != ExitHeld || !strings.Contains(errorLine(err), "still held after waiting 200ms") {
 		t.Fatalf("got %d %q", codeOf(err), errorLine(err))
 	}
@@ -133,8 +133,8 @@ func TestRunRunRejectsBadOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := runOpts("bogus://never-opened", "true")
 			tc.edit(opts)
-			io, _, _ := testIO()
-			if err := runRun(context.Background(), opts, io); codeOf(err) != ExitUsage {
+			std, _, _ := testIO()
+			if err := runRun(context.Background(), opts, std); codeOf(err) != ExitUsage {
 				t.Fatalf("got %d (%v), want usage", codeOf(err), err)
 			}
 		})
@@ -155,9 +155,9 @@ func TestRunRunLostLeaseStopsTheCommand(t *testing.T) {
 		waitFile(t, dir+"/started", 10*time.Second)
 		_, _, _, _ = admin.ForceRelease(context.Background(), "job")
 	}()
-	io, _, errb := testIO()
+	std, _, errb := testIO()
 	start := time.Now()
-	err = runRun(context.Background(), opts, io)
+	err = runRun(context.Background(), opts, std)
 	if codeOf(err) != ExitLeaseLost {
 		t.Fatalf("exit %d (%v), want %d; stderr %s", codeOf(err), err, ExitLeaseLost, errb)
 	}
@@ -196,8 +196,8 @@ func TestRunRunRefusesASemaphoreName(t *testing.T) {
 	if _, err := sem.Acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	io, out, _ := testIO()
-	err = runRun(context.Background(), runOpts(url, "echo", "ran"), io)
+	std, out, _ := testIO()
+	err = runRun(context.Background(), runOpts(url, "echo", "ran"), std)
 	if line := errorLine(err); !strings.Contains(line, "semaphore of 3 permits") || !strings.Contains(line, "mutex") {
 		t.Errorf("run on a semaphore's name: %q (exit %d), want it to name both kinds", line, codeOf(err))
 	}

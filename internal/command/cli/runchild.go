@@ -59,10 +59,10 @@ func cause(err error) string {
 // startChild starts the command under a guard process (package jobguard):
 // in its own process group, killed with everything it started if dlock
 // dies.
-func startChild(lease *dlock.Lease, opts *runOptions, io *IO) (*jobguard.Job, error) {
+func startChild(lease *dlock.Lease, opts *runOptions, std *IO) (*jobguard.Job, error) {
 	job, err := jobguard.Start(jobguard.Spec{
 		Argv: opts.Command, Env: childEnv(os.Environ(), lease),
-		Stdin: io.In, Stdout: io.Out, Stderr: io.Err, Grace: opts.Grace,
+		Stdin: std.In, Stdout: std.Out, Stderr: std.Err, Grace: opts.Grace,
 	})
 	if err != nil {
 		return nil, commandError(opts.Command[0], err)
@@ -112,15 +112,15 @@ func exitCode(ws syscall.WaitStatus) int {
 // the Locker within a bounded time.
 // after, run between the command's end and the release, records what the
 // release must follow (a slot's outcome, a minimum hold).
-func superviseCommand(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal, after func(term)) error {
-	t, err := runTerm(lease, opts, io, sigs)
+func superviseCommand(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, std *IO, sigs <-chan os.Signal, after func(term)) error {
+	t, err := runTerm(lease, opts, std, sigs)
 	if err != nil {
 		after(term{res: jobguard.Result{Err: err}}) // a claimed slot records the failure
 		_, _ = releaseAndClose(l, lease, releaseBudget)
 		return err
 	}
 	after(t)
-	return finishTerm(l, lease, opts, io, t)
+	return finishTerm(l, lease, opts, std, t)
 }
 
 // term is how one run of the command under one lease ended.
@@ -131,12 +131,12 @@ type term struct {
 
 // runTerm starts the command under lease and watches it until it ends
 // (see watchChild).
-func runTerm(lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) (term, error) {
-	job, err := startChild(lease, opts, io)
+func runTerm(lease *dlock.Lease, opts *runOptions, std *IO, sigs <-chan os.Signal) (term, error) {
+	job, err := startChild(lease, opts, std)
 	if err != nil {
 		return term{}, err
 	}
-	t := term{watched: watchChild(job, lease, opts, io, sigs), res: jobguard.Result{Err: errGuardSilent}}
+	t := term{watched: watchChild(job, lease, opts, std, sigs), res: jobguard.Result{Err: errGuardSilent}}
 	if t.ended {
 		t.res = job.Wait()
 	}
@@ -155,13 +155,13 @@ func (t term) releaseBudget() time.Duration {
 
 // finishTerm releases the lease, closes the Locker and turns the term's
 // end into dlock's exit.
-func finishTerm(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, io *IO, t term) error {
+func finishTerm(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, std *IO, t term) error {
 	relErr, timedOut := releaseAndClose(l, lease, t.releaseBudget())
 	lost := t.lost
 	if lost == nil && errors.Is(relErr, dlock.ErrLost) {
 		lost = relErr
 	}
-	return runOutcome(opts, io, t.res, lost, relErr, timedOut)
+	return runOutcome(opts, std, t.res, lost, relErr, timedOut)
 }
 
 // errGuardSilent: the guard did not report the end of the job after
@@ -169,7 +169,7 @@ func finishTerm(l *dlock.Locker, lease *dlock.Lease, opts *runOptions, io *IO, t
 // guard, on finding dlock gone, kills whatever is left.
 var errGuardSilent = errors.New("the guard process did not report the end of the command")
 
-func runOutcome(opts *runOptions, io *IO, res jobguard.Result, lost, relErr error, timedOut bool) error {
+func runOutcome(opts *runOptions, std *IO, res jobguard.Result, lost, relErr error, timedOut bool) error {
 	if res.Err != nil && lost == nil {
 		return fmt.Errorf("%w; lock %q released", res.Err, opts.Name)
 	}
@@ -183,9 +183,9 @@ func runOutcome(opts *runOptions, io *IO, res jobguard.Result, lost, relErr erro
 			opts.Name, code, ExitLeaseLost))
 	}
 	if relErr != nil && !timedOut {
-		fmt.Fprintln(io.Err, errorLine(fmt.Errorf("warning: %w", relErr)))
+		fmt.Fprintln(std.Err, errorLine(fmt.Errorf("warning: %w", relErr)))
 	} else if timedOut {
-		fmt.Fprintln(io.Err, errorLine(fmt.Errorf("warning: release %q: %w; the lease ends at its TTL", opts.Name, relErr)))
+		fmt.Fprintln(std.Err, errorLine(fmt.Errorf("warning: release %q: %w; the lease ends at its TTL", opts.Name, relErr)))
 	}
 	if code != 0 {
 		return exitWith(code, nil)
@@ -240,7 +240,7 @@ type watched struct {
 // watchChild waits for the job to end. It forwards signals, and on loss of
 // the lease sends SIGTERM to the whole job, then SIGKILL after the grace,
 // and gives up waiting for the guard killWait later.
-func watchChild(job *jobguard.Job, lease *dlock.Lease, opts *runOptions, io *IO, sigs <-chan os.Signal) watched {
+func watchChild(job *jobguard.Job, lease *dlock.Lease, opts *runOptions, std *IO, sigs <-chan os.Signal) watched {
 	var w watched
 	done := lease.Done()
 	var grace, stuck <-chan time.Time
@@ -259,12 +259,12 @@ func watchChild(job *jobguard.Job, lease *dlock.Lease, opts *runOptions, io *IO,
 				continue
 			}
 			w.deadline = time.Now().Add(opts.Grace)
-			fmt.Fprintln(io.Err, errorLine(fmt.Errorf("%v; sending SIGTERM to the command (process group %d and every process it started)", w.lost, job.Pid())))
+			fmt.Fprintln(std.Err, errorLine(fmt.Errorf("%v; sending SIGTERM to the command (process group %d and every process it started)", w.lost, job.Pid())))
 			_ = job.Signal(syscall.SIGTERM)
 			grace = time.After(opts.Grace)
 		case <-grace:
 			grace = nil
-			fmt.Fprintln(io.Err, errorLine(fmt.Errorf("command still running %s after SIGTERM; sending SIGKILL", opts.Grace)))
+			fmt.Fprintln(std.Err, errorLine(fmt.Errorf("command still running %s after SIGTERM; sending SIGKILL", opts.Grace)))
 			job.Kill()
 			stuck = time.After(killWait)
 		case <-stuck:

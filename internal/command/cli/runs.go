@@ -19,7 +19,7 @@ type runsOptions struct {
 	JSON bool
 }
 
-func newRunsCmd(g *globalOptions, io *IO) *cobra.Command {
+func newRunsCmd(g *globalOptions, std *IO) *cobra.Command {
 	opts := &runsOptions{}
 	cmd := &cobra.Command{
 		Use:   "runs [flags] NAME",
@@ -35,14 +35,14 @@ listed as missed.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			opts.URL, opts.Name = g.URL, a[0]
-			return runRuns(cmd.Context(), opts, io)
+			return runRuns(cmd.Context(), opts, std)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print JSON instead of a table")
 	return cmd
 }
 
-func runRuns(ctx context.Context, opts *runsOptions, io *IO) error {
+func runRuns(ctx context.Context, opts *runsOptions, std *IO) error {
 	if err := checkName(opts.Name); err != nil {
 		return usageErr("%v (usage: dlock runs NAME)", err)
 	}
@@ -53,9 +53,9 @@ func runRuns(ctx context.Context, opts *runsOptions, io *IO) error {
 		}
 		missed := missedSlots(runs, time.Now())
 		if opts.JSON {
-			return writeJSON(io.Out, runsRecordOf(opts.Name, runs, missed))
+			return writeJSON(std.Out, runsRecordOf(opts.Name, runs, missed))
 		}
-		return writeRuns(io, opts.Name, runs, missed)
+		return writeRuns(std, opts.Name, runs, missed)
 	})
 }
 
@@ -137,12 +137,12 @@ func runsRecordOf(name string, runs []dlock.Run, missed []time.Time) runsRecord 
 }
 
 // writeRuns prints the runs as a table, then the missed slots.
-func writeRuns(io *IO, name string, runs []dlock.Run, missed []time.Time) error {
+func writeRuns(std *IO, name string, runs []dlock.Run, missed []time.Time) error {
 	if len(runs) == 0 {
-		fmt.Fprintf(io.Err, "no runs recorded for %q\n", name)
+		fmt.Fprintf(std.Err, "no runs recorded for %q\n", name)
 		return nil
 	}
-	tw := tabwriter.NewWriter(io.Out, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(std.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tSTATE\tOWNER\tFENCE\tSTARTED\tENDED\tSTATUS")
 	for _, r := range runs {
 		ended := "-"
@@ -160,7 +160,7 @@ func writeRuns(io *IO, name string, runs []dlock.Run, missed []time.Time) error 
 		return err
 	}
 	for _, m := range missed {
-		fmt.Fprintf(io.Out, "missed: slot %s (no host ran it)\n", m.Format(time.RFC3339Nano))
+		fmt.Fprintf(std.Out, "missed: slot %s (no host ran it)\n", m.Format(time.RFC3339Nano))
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ The server holds each lease for its client while the client shows it is alive (a
 open events stream, or a renew within the TTL); a client that vanishes loses its
 lease within its TTL. SIGINT or SIGTERM releases every lease and stops.`
 
-func newServeCmd(g *globalOptions, io *IO) *cobra.Command {
+func newServeCmd(g *globalOptions, std *IO) *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
@@ -78,7 +78,7 @@ func newServeCmd(g *globalOptions, io *IO) *cobra.Command {
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.url = g.URL
-			return runServe(cmd.Context(), o, io)
+			return runServe(cmd.Context(), o, std)
 		},
 	}
 	f := cmd.Flags()
@@ -195,7 +195,7 @@ func (o *serveOptions) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-func runServe(ctx context.Context, o *serveOptions, io *IO) error {
+func runServe(ctx context.Context, o *serveOptions, std *IO) error {
 	if err := o.check(); err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 	if err := metrics.Instrument(l, reg); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(io.Err, nil))
+	log := slog.New(slog.NewTextHandler(std.Err, nil))
 	srv, err := serve.New(serve.Config{
 		Locker: l, Tokens: tokens, AdminTokens: admins,
 		ClientCerts: tlsCfg != nil && tlsCfg.ClientCAs != nil, InsecureNoAuth: o.insecureNoAuth,
@@ -257,8 +257,8 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 	if tlsCfg != nil {
 		scheme = "https"
 	}
-	fmt.Fprintf(io.Err, "dlock serve: %s://%s, backend %s (dashboard at /, metrics at /metrics)\n", scheme, ln.Addr(), l.Backend())
-	printSignInLink(io.Err, o, io.ErrTTY, srv, scheme, ln.Addr())
+	fmt.Fprintf(std.Err, "dlock serve: %s://%s, backend %s (dashboard at /, metrics at /metrics)\n", scheme, ln.Addr(), l.Backend())
+	printSignInLink(std.Err, o, std.ErrTTY, srv, scheme, ln.Addr())
 	errc := make(chan error, 1)
 	go func() {
 		if tlsCfg != nil {
@@ -279,6 +279,6 @@ func runServe(ctx context.Context, o *serveOptions, io *IO) error {
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("dlock serve: %w", err)
 	}
-	fmt.Fprintln(io.Err, "dlock serve: stopped; leases released")
+	fmt.Fprintln(std.Err, "dlock serve: stopped; leases released")
 	return cerr
 }

@@ -10,13 +10,13 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newVersionCmd(io *IO) *cobra.Command {
+func newVersionCmd(std *IO) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and the backends linked into this binary",
 		Args:  args(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(io.Out, "dlock %s (%s)\nbackends: %s\n",
+			_, err := fmt.Fprintf(std.Out, "dlock %s (%s)\nbackends: %s\n",
 				version(), runtime.Version(), strings.Join(dlock.Schemes(), ", "))
 			return err
 		},
