@@ -1,7 +1,9 @@
 // Package benchwork measures the two lock workloads that every backend's
 // benchmarks share: uncontended acquire+release cycles, each goroutine on
-// its own name, and contended handoffs of one name between workers; and a
-// third, holding many leases at once while the watchdog refreshes them.
+// its own name, and contended handoffs of one name between workers; a
+// third, holding many leases at once while the watchdog refreshes them;
+// and Failover, the time an election takes to elect a standby after its
+// leader's process is killed.
 // The workloads take callbacks, so one harness measures dlock Lockers and
 // each backend's baseline (raw advisory locks, etcd's concurrency.Mutex, a
 // hand-written Redis script, ...) alike.

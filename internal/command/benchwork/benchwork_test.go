@@ -3,6 +3,7 @@ package benchwork_test
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envLeaderURL) != "" {
+		leaderMain()
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func TestPercentile(t *testing.T) {
 	ms := func(v ...int) []time.Duration {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/metrics"
 	"github.com/dlockdev/dlock/serve"
 	"github.com/dlockdev/dlock/serve/dashboard"
@@ -195,30 +196,53 @@ func (o *serveOptions) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-func runServe(ctx context.Context, o *serveOptions, std *IO) error {
+// serveAuth is how dlock serve authenticates clients, read from the flags
+// and the environment.
+type serveAuth struct {
+	tokens, admins []string
+	tls            *tls.Config // nil: plain HTTP
+	proxies        []netip.Prefix
+}
+
+// clientCerts reports whether clients may authenticate with a certificate.
+func (a serveAuth) clientCerts() bool { return a.tls != nil && a.tls.ClientCAs != nil }
+
+// scheme is the URL scheme clients reach the server with.
+func (a serveAuth) scheme() string {
+	if a.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// readAuth checks the flags and reads the tokens, the TLS files and the
+// trusted proxies. A server nobody could authenticate to, other than an
+// --insecure-no-auth one, is a usage error.
+func (o *serveOptions) readAuth() (a serveAuth, err error) {
 	if err := o.check(); err != nil {
-		return err
+		return a, err
 	}
-	tokens, err := readTokens(o.tokenFile, envServeToken)
+	if a.tokens, err = readTokens(o.tokenFile, envServeToken); err != nil {
+		return a, err
+	}
+	if a.admins, err = readTokens(o.adminTokenFile, envServeAdminToken); err != nil {
+		return a, err
+	}
+	if a.tls, err = o.tlsConfig(); err != nil {
+		return a, err
+	}
+	if a.proxies, err = o.proxies(); err != nil {
+		return a, err
+	}
+	if len(a.tokens)+len(a.admins) == 0 && !o.insecureNoAuth && !a.clientCerts() {
+		return a, usageErr("no authentication: give --token-file (or $%s), --client-ca, or --insecure-no-auth on loopback", envServeToken)
+	}
+	return a, o.checkSignIn(len(a.tokens) + len(a.admins))
+}
+
+func runServe(ctx context.Context, o *serveOptions, std *IO) error {
+	auth, err := o.readAuth()
 	if err != nil {
-		return err
-	}
-	admins, err := readTokens(o.adminTokenFile, envServeAdminToken)
-	if err != nil {
-		return err
-	}
-	tlsCfg, err := o.tlsConfig()
-	if err != nil {
-		return err
-	}
-	proxies, err := o.proxies()
-	if err != nil {
-		return err
-	}
-	if len(tokens)+len(admins) == 0 && !o.insecureNoAuth && (tlsCfg == nil || tlsCfg.ClientCAs == nil) {
-		return usageErr("no authentication: give --token-file (or $%s), --client-ca, or --insecure-no-auth on loopback", envServeToken)
-	}
-	if err := o.checkSignIn(len(tokens) + len(admins)); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -228,22 +252,10 @@ func runServe(ctx context.Context, o *serveOptions, std *IO) error {
 		return err
 	}
 	defer l.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := metrics.Instrument(l, reg); err != nil {
-		return err
-	}
 	log := slog.New(slog.NewTextHandler(std.Err, nil))
-	srv, err := serve.New(serve.Config{
-		Locker: l, Tokens: tokens, AdminTokens: admins,
-		ClientCerts: tlsCfg != nil && tlsCfg.ClientCAs != nil, InsecureNoAuth: o.insecureNoAuth,
-		LoopbackOnly:   o.loopbackOnly(),
-		TrustedProxies: proxies, MaxConnsPerClient: o.maxConns,
-		Metrics:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Dashboard: dashboard.Handler(), Logger: log,
-	})
+	srv, err := newServer(l, o, auth, log)
 	if err != nil {
-		return usageErr("%v", err)
+		return err
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -251,22 +263,47 @@ func runServe(ctx context.Context, o *serveOptions, std *IO) error {
 		return fmt.Errorf("dlock serve: %w", err)
 	}
 	ln = srv.Listener(ln)
-	hs := &http.Server{Handler: srv, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	hs := &http.Server{Handler: srv, TLSConfig: auth.tls, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	scheme := "http"
-	if tlsCfg != nil {
-		scheme = "https"
+	fmt.Fprintf(std.Err, "dlock serve: %s://%s, backend %s (dashboard at /, metrics at /metrics)\n", auth.scheme(), ln.Addr(), l.Backend())
+	printSignInLink(std.Err, o, std.ErrTTY, srv, auth.scheme(), ln.Addr())
+	return serveUntilStopped(ctx, hs, srv, ln, std)
+}
+
+// newServer builds the HTTP service over l, its metrics on a registry of
+// its own with the Go runtime's and the process's.
+func newServer(l *dlock.Locker, o *serveOptions, auth serveAuth, log *slog.Logger) (*serve.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := metrics.Instrument(l, reg); err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(std.Err, "dlock serve: %s://%s, backend %s (dashboard at /, metrics at /metrics)\n", scheme, ln.Addr(), l.Backend())
-	printSignInLink(std.Err, o, std.ErrTTY, srv, scheme, ln.Addr())
+	srv, err := serve.New(serve.Config{
+		Locker: l, Tokens: auth.tokens, AdminTokens: auth.admins,
+		ClientCerts: auth.clientCerts(), InsecureNoAuth: o.insecureNoAuth,
+		LoopbackOnly:   o.loopbackOnly(),
+		TrustedProxies: auth.proxies, MaxConnsPerClient: o.maxConns,
+		Metrics:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Dashboard: dashboard.Handler(), Logger: log,
+	})
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return srv, nil
+}
+
+// serveUntilStopped serves on ln until ctx is done (SIGINT, SIGTERM) or
+// serving fails, then releases every lease and shuts the server down.
+func serveUntilStopped(ctx context.Context, hs *http.Server, srv *serve.Server, ln net.Listener, std *IO) error {
 	errc := make(chan error, 1)
 	go func() {
-		if tlsCfg != nil {
+		if hs.TLSConfig != nil {
 			errc <- hs.ServeTLS(ln, "", "")
 		} else {
 			errc <- hs.Serve(ln)
 		}
 	}()
+	var err error
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
