@@ -11,6 +11,7 @@ import (
 // leaseSpans maps every held, traced lease to its span (*dlock.Lease →
 // *heldSpan), for ContextWithLease. When a Locker is instrumented twice,
 // the first instrumentation's span (the outer one) is the lease's.
+// Process-wide because ContextWithLease gets only the lease, and a *dlock.Lease carries no value a hook could attach.
 var leaseSpans sync.Map
 
 // ContextWithLease returns ctx with the span of lease's lock as its active

@@ -8,6 +8,7 @@ import (
 
 // rejectHooks are the functions OnReject registered, read without a lock
 // on every rejection and replaced (copy on write) under mu.
+// Process-wide because guards (Guard, pgfence, a user's own) are made with no handle a hook could be given through.
 var rejectHooks struct {
 	mu  sync.Mutex
 	all atomic.Pointer[[]*rejectHook]

@@ -125,7 +125,8 @@ func badSetting(err error) error {
 	return nil
 }
 
-// warned holds the servers a warning was logged for: once per process.
+// warned holds the servers a warning was logged for.
+// Process-wide so that a warning names a server once however many Lockers (one per job, say) open it.
 var warned sync.Map
 
 // warnOnce logs msg at Warn for server the first time only.

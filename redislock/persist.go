@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// warned remembers the servers already warned about, so each is named once
-// per process however many Lockers are opened on it.
+// warned remembers the servers already warned about.
+// Process-wide so that a warning names a server once however many Lockers (one per job, say) open it.
 var warned sync.Map
 
 // warnPersistence logs once when the server runs without an append-only

@@ -56,6 +56,7 @@ func explainTimeout(ctx context.Context, err error) error {
 // the client libraries' lines the drivers route to slog (go-redis's, at
 // Debug) would otherwise repeat on every cron run; DLOCK_DEBUG=1 shows
 // them.
+// Process-wide by nature: what it quiets (package log, go-redis's one logger, drivers opened by demo and bench) is the process's.
 func quietClients() {
 	if os.Getenv("DLOCK_DEBUG") != "1" {
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
