@@ -29,6 +29,24 @@ func (s *suite) testElection(t *testing.T) {
 	if h := <-seen; h.Fence != 0 {
 		t.Errorf("Observe before any campaign: %+v, want no leader (fence 0)", h)
 	}
+	a := s.firstLeader(t, ctx, ea, eb, seen)
+	b := s.nextLeaderOnResign(t, ctx, eb, a, seen)
+	if !s.provides(ForceReleaser) {
+		release(t, b)
+		return
+	}
+	if _, ok, fence, err := ea.ForceRelease(ctx); err != nil || !ok || fence <= b.Fence() {
+		t.Fatalf("ForceRelease = %v, %d, %v; want the leader evicted and a higher fence", ok, fence, err)
+	}
+	if bound := s.ttl/3 + s.slack(); !done(t, b, bound) {
+		t.Fatalf("force-released term's Done not closed within %s", bound)
+	}
+}
+
+// firstLeader has ea campaign with the value http://a:1 and win: a
+// leader's term, reported by eb's Observe (seen) and Leader; eb's own
+// campaign then does not win within half a TTL.
+func (s *suite) firstLeader(t *testing.T, ctx context.Context, ea, eb *dlock.Election, seen <-chan dlock.Holder) *dlock.Lease {
 	a, err := ea.Campaign(ctx, "http://a:1")
 	if err != nil {
 		t.Fatalf("first Campaign: %v", err)
@@ -43,6 +61,12 @@ func (s *suite) testElection(t *testing.T) {
 	if _, err := eb.Campaign(ctx, "http://b:1", dlock.WithWait(s.ttl/2)); err == nil {
 		t.Fatal("second Campaign won while the first leader leads")
 	}
+	return a
+}
+
+// nextLeaderOnResign has eb campaign with the value http://b:1 while a
+// leads, then a resign: eb wins a higher term, which Observe reports.
+func (s *suite) nextLeaderOnResign(t *testing.T, ctx context.Context, eb *dlock.Election, a *dlock.Lease, seen <-chan dlock.Holder) *dlock.Lease {
 	var b *dlock.Lease
 	var berr error
 	won := make(chan time.Time, 1)
@@ -62,16 +86,7 @@ func (s *suite) testElection(t *testing.T) {
 		t.Errorf("term %d after term %d, want strictly increasing", b.Fence(), a.Fence())
 	}
 	expectLeader(t, seen, "http://b:1", b.Fence(), s.slack())
-	if !s.provides(ForceReleaser) {
-		release(t, b)
-		return
-	}
-	if _, ok, fence, err := ea.ForceRelease(ctx); err != nil || !ok || fence <= b.Fence() {
-		t.Fatalf("ForceRelease = %v, %d, %v; want the leader evicted and a higher fence", ok, fence, err)
-	}
-	if bound := s.ttl/3 + s.slack(); !done(t, b, bound) {
-		t.Fatalf("force-released term's Done not closed within %s", bound)
-	}
+	return b
 }
 
 // expectLeader reads Observe until it reports the leader with value and

@@ -15,7 +15,9 @@ import (
 // testRunOnce: on a backend with a run ledger (driver.Ledger), a slot runs
 // once among many Lockers, later callers learn who ran it and how it
 // ended, a crashed run is reported (and run again only when asked), the
-// ledger's writes are fenced, and it keeps no more than it is told to.
+// ledger's writes are fenced (fences compared as numbers), a rerun
+// replaces only a run without an outcome, and the ledger keeps no more
+// than it is told to.
 func (s *suite) testRunOnce(t *testing.T) {
 	if !s.provides(Ledger) {
 		if _, err := s.locker(t).Runs(s.ctx(t), s.name(t)); !errors.Is(err, dlock.ErrUnsupported) {
@@ -26,7 +28,10 @@ func (s *suite) testRunOnce(t *testing.T) {
 	t.Run("OncePerSlot", s.testOncePerSlot)
 	t.Run("Crashed", s.testRunCrashed)
 	t.Run("Fenced", s.testLedgerFenced)
+	t.Run("FenceOrder", s.testLedgerFenceOrder)
+	t.Run("Rerun", s.testLedgerRerun)
 	t.Run("Bounded", s.testLedgerBounded)
+	t.Run("Trim", s.testLedgerTrim)
 	t.Run("Killed", s.testRunOnceKilled)
 	t.Run("Skew", s.testRunOnceSkew)
 }

@@ -1,6 +1,7 @@
 package dlocktest
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -20,30 +21,66 @@ func (s *suite) testRWMutexPreference(t *testing.T) {
 	name := s.name(t)
 	ctx := s.ctx(t)
 	s.needRWMutex(t)
-	rw := func() *dlock.RWMutex {
+	rw := s.rwMutexes(t, name)
+	r1, r2 := s.readersShare(t, ctx, rw)
+	s.writerWaitsForReaders(t, ctx, rw)
+	w := s.writerGoesFirst(t, ctx, rw, r1, r2)
+	release(t, w)
+	r3, err := rw().RLock(ctx)
+	if err != nil {
+		t.Fatalf("RLock after the writer: %v", err)
+	}
+	if r3.Fence() <= w.Fence() {
+		t.Errorf("read after the write: fence %d, want above the write's %d", r3.Fence(), w.Fence())
+	}
+	release(t, r3)
+}
+
+// rwMutexes returns a maker of name's RWMutex, each on a Locker of its
+// own: a contender of its own.
+func (s *suite) rwMutexes(t *testing.T, name string) func() *dlock.RWMutex {
+	return func() *dlock.RWMutex {
 		m, err := s.locker(t).RWMutex(name, s.opts()...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
+}
+
+// readersShare takes two reads at once: both read grants, the second's
+// fence above the first's.
+func (s *suite) readersShare(t *testing.T, ctx context.Context, rw func() *dlock.RWMutex) (r1, r2 *dlock.Lease) {
 	r1, err := rw().RLock(ctx)
 	if err != nil {
 		t.Fatalf("first RLock: %v", err)
 	}
-	r2, err := rw().RLock(ctx, dlock.WithWait(s.slack()))
+	r2, err = rw().RLock(ctx, dlock.WithWait(s.slack()))
 	if err != nil {
 		t.Fatalf("second RLock while a reader holds: %v", err)
 	}
 	if r1.Kind() != dlock.KindRead || r2.Fence() <= r1.Fence() {
 		t.Errorf("reads: kind %s, fences %d then %d; want read grants with increasing fences", r1.Kind(), r1.Fence(), r2.Fence())
 	}
+	return r1, r2
+}
+
+// writerWaitsForReaders: while readers hold, a write is not granted,
+// neither within a bounded wait nor in one attempt.
+func (s *suite) writerWaitsForReaders(t *testing.T, ctx context.Context, rw func() *dlock.RWMutex) {
 	if _, err := rw().Lock(ctx, dlock.WithWait(s.ttl/2)); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("Lock while readers hold: %v, want ErrNotAcquired", err)
 	}
 	if _, err := rw().Lock(ctx, dlock.WithWait(0)); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("one attempt at Lock while readers hold: %v, want ErrNotAcquired", err)
 	}
+}
+
+// writerGoesFirst starts a writer waiting for the readers r1 and r2: a
+// reader arriving meanwhile is not let in ahead of it, and once r1 and r2
+// leave the writer gets a write grant with a fence above theirs, which it
+// returns.
+func (s *suite) writerGoesFirst(t *testing.T, ctx context.Context, rw func() *dlock.RWMutex, r1, r2 *dlock.Lease) *dlock.Lease {
 	var w *dlock.Lease
 	var werr error
 	wrote := make(chan struct{})
@@ -64,15 +101,7 @@ func (s *suite) testRWMutexPreference(t *testing.T) {
 	if w.Kind() != dlock.KindWrite || w.Fence() <= r2.Fence() {
 		t.Errorf("write: kind %s, fence %d; want a write grant with a fence above the reads' %d", w.Kind(), w.Fence(), r2.Fence())
 	}
-	release(t, w)
-	r3, err := rw().RLock(ctx)
-	if err != nil {
-		t.Fatalf("RLock after the writer: %v", err)
-	}
-	if r3.Fence() <= w.Fence() {
-		t.Errorf("read after the write: fence %d, want above the write's %d", r3.Fence(), w.Fence())
-	}
-	release(t, r3)
+	return w
 }
 
 // testRWMutexExclusion: 8 goroutines on 2 Lockers mix reads and writes;
@@ -83,62 +112,88 @@ func (s *suite) testRWMutexExclusion(t *testing.T) {
 	s.needRWMutex(t)
 	name := s.name(t)
 	ctx := s.ctx(t)
-	var readers, writers gauge
-	var overlaps atomic.Int64
-	var mu sync.Mutex
-	var lastWrite uint64
+	var mix rwMix
 	var wg sync.WaitGroup
 	for i := range 8 {
 		m, err := s.locker(t).RWMutex(name, s.contendOpts()...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wg.Go(func() {
-			for range 6 {
-				if i%4 == 0 && rand.N(2) == 0 {
-					ls, err := m.Lock(ctx)
-					if err != nil {
-						t.Errorf("Lock: %v", err)
-						return
-					}
-					writers.enter()
-					if writers.inside.Load() > 1 || readers.inside.Load() > 0 {
-						overlaps.Add(1)
-					}
-					mu.Lock()
-					if ls.Fence() <= lastWrite {
-						t.Errorf("write fence %d after write fence %d", ls.Fence(), lastWrite)
-					}
-					lastWrite = ls.Fence()
-					mu.Unlock()
-					time.Sleep(5 * time.Millisecond)
-					writers.leave()
-					release(t, ls)
-					continue
-				}
-				ls, err := m.RLock(ctx)
-				if err != nil {
-					t.Errorf("RLock: %v", err)
-					return
-				}
-				readers.enter()
-				if writers.inside.Load() > 0 {
-					overlaps.Add(1)
-				}
-				time.Sleep(10 * time.Millisecond)
-				readers.leave()
-				release(t, ls)
-			}
-		})
+		wg.Go(func() { mix.turns(t, ctx, m, i%4 == 0) })
 	}
 	wg.Wait()
-	if n := overlaps.Load(); n > 0 {
+	if n := mix.overlaps.Load(); n > 0 {
 		t.Fatalf("a writer was inside with another holder %d times", n)
 	}
-	t.Logf("at most %d readers at once", readers.most.Load())
-	if readers.most.Load() < 2 {
+	t.Logf("at most %d readers at once", mix.readers.most.Load())
+	if mix.readers.most.Load() < 2 {
 		t.Errorf("readers never overlapped: the lock acted as a mutex")
 	}
+}
+
+// rwMix is who is inside testRWMutexExclusion's lock: readers and
+// writers, how often a writer was inside with another holder, and the
+// last write's fence.
+type rwMix struct {
+	readers, writers gauge
+	overlaps         atomic.Int64
+	mu               sync.Mutex
+	lastWrite        uint64
+}
+
+// turns takes m 6 times: a write half of the time when writes is set,
+// a read otherwise. It stops at the first error.
+func (x *rwMix) turns(t *testing.T, ctx context.Context, m *dlock.RWMutex, writes bool) {
+	for range 6 {
+		take := x.read
+		if writes && rand.N(2) == 0 {
+			take = x.write
+		}
+		if !take(t, ctx, m) {
+			return
+		}
+	}
+}
+
+// write holds m's write lock for 5 ms, counting anyone inside with it,
+// and checks its fence is above the last write's.
+func (x *rwMix) write(t *testing.T, ctx context.Context, m *dlock.RWMutex) bool {
+	ls, err := m.Lock(ctx)
+	if err != nil {
+		t.Errorf("Lock: %v", err)
+		return false
+	}
+	x.writers.enter()
+	if x.writers.inside.Load() > 1 || x.readers.inside.Load() > 0 {
+		x.overlaps.Add(1)
+	}
+	x.mu.Lock()
+	if ls.Fence() <= x.lastWrite {
+		t.Errorf("write fence %d after write fence %d", ls.Fence(), x.lastWrite)
+	}
+	x.lastWrite = ls.Fence()
+	x.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	x.writers.leave()
+	release(t, ls)
+	return true
+}
+
+// read holds m's read lock for 10 ms, counting a writer inside with it.
+func (x *rwMix) read(t *testing.T, ctx context.Context, m *dlock.RWMutex) bool {
+	ls, err := m.RLock(ctx)
+	if err != nil {
+		t.Errorf("RLock: %v", err)
+		return false
+	}
+	x.readers.enter()
+	if x.writers.inside.Load() > 0 {
+		x.overlaps.Add(1)
+	}
+	time.Sleep(10 * time.Millisecond)
+	x.readers.leave()
+	release(t, ls)
+	return true
 }
 
 // needRWMutex skips t on a backend that does not offer read-write locks,

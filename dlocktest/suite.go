@@ -42,7 +42,13 @@ type suite struct {
 // queueing backends), a read-write lock (readers share, writers preferred
 // and exclusive, one fence order for both, a force-released writer lost)
 // and an election (one leader, Leader and Observe, increasing terms, a
-// force-released term lost, a SIGKILLed leader replaced within the TTL).
+// force-released term lost, a SIGKILLed leader replaced within the TTL);
+// and, where the driver keeps a run ledger, RunOnce (one run of a slot
+// among 8 Lockers, a crashed run reported and run again only when asked,
+// also after a SIGKILL, once per slot among 5 processes with skewed
+// clocks) and the ledger's own rules (writes under an older fence
+// refused, fences compared as numbers past 2^53, a rerun replacing only a
+// run without an outcome, the newest slots kept).
 //
 // The harness declares which optional driver interfaces the driver
 // implements and why it lacks the others; the first subtest checks that

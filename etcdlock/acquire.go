@@ -25,55 +25,84 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	claim, dir := claimOf(req.Name, req.Token), d.keys.dir(req.Name)
-	key, s, since, err := d.pool.get(ctx, secs, claim, dir)
-	if err != nil {
+	a := &attempt{req: req, secs: secs, claim: claimOf(req.Name, req.Token), dir: d.keys.dir(req.Name)}
+	if err := d.seat(ctx, a); err != nil {
 		return driver.Grant{}, d.fail(ctx, err)
 	}
 	d.step("session")
 	for sweeps := 0; ; sweeps++ {
-		resp, err := d.putIfFree(ctx, req, key, s.id)
+		resp, err := d.putIfFree(ctx, req, a.key, a.s.id)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			// The shared lease ended since it was last renewed: every key
 			// under it is gone. Take a new one, once.
-			d.pool.gone(s)
-			if key, s, since, err = d.pool.get(ctx, secs, claim, dir); err != nil {
+			d.pool.gone(a.s)
+			if err := d.seat(ctx, a); err != nil {
 				return driver.Grant{}, d.fail(ctx, err)
 			}
-			resp, err = d.putIfFree(ctx, req, key, s.id)
+			resp, err = d.putIfFree(ctx, req, a.key, a.s.id)
 		}
 		switch {
 		case err != nil && ctxErr(ctx) != nil:
-			d.pool.unsure(key) // given up: the put may land after this returns
+			d.pool.unsure(a.key) // given up: the put may land after this returns
 			return driver.Grant{}, d.fail(ctx, err)
 		case err != nil:
 			return driver.Grant{}, d.fail(ctx, err) // the key stays registered: a retry recognises it
 		case resp.Succeeded:
-			return granted(resp.Header.Revision, s.secs, since), nil
+			return granted(resp.Header.Revision, a.s.secs, a.since), nil
 		}
 		d.step("put")
-		queue := resp.Responses[0].GetResponseRange().Kvs
-		head := first(queue)
-		if head == nil {
-			d.pool.done(claim, key)
-			return driver.Grant{}, errors.New("etcd: the name had a contender but none was read in the same transaction")
+		g, again, err := d.contended(ctx, a, resp.Responses[0].GetResponseRange().Kvs, sweeps < maxSweeps)
+		if !again {
+			return g, err
 		}
-		if string(head.Key) == key {
-			return d.recognised(ctx, key, head)
-		}
-		if sweeps < maxSweeps {
-			tried, err := d.sweepHead(ctx, queue)
-			if err != nil {
-				return driver.Grant{}, d.fail(ctx, err)
-			}
-			if tried { // swept, or the queue changed meanwhile: look again
-				d.step("sweep")
-				continue
-			}
-		}
-		d.pool.done(claim, key)
-		return driver.Grant{Holder: d.holder(ctx, req.Name, head)}, nil
+		d.step("sweep")
 	}
+}
+
+// attempt is one TryAcquire call: its request, lease length and claim,
+// and the key it puts, under session s, whose TTL counts from since.
+type attempt struct {
+	req        driver.Request
+	secs       int64
+	claim, dir string
+	key        string
+	s          *session
+	since      time.Time
+}
+
+// seat takes a's key under a shared lease of a.secs.
+func (d *etcdDriver) seat(ctx context.Context, a *attempt) error {
+	var err error
+	a.key, a.s, a.since, err = d.pool.get(ctx, a.secs, a.claim, a.dir)
+	return err
+}
+
+// contended answers an attempt whose put found the name taken; queue is
+// the head of the name's keys. The token's own key at the head is a grant
+// an earlier attempt made. With sweep, lapsed waiters' keys at the head
+// are swept, and again asks for another attempt when that changed the
+// queue; otherwise the head holds the name.
+func (d *etcdDriver) contended(ctx context.Context, a *attempt, queue []*mvccpb.KeyValue, sweep bool) (g driver.Grant, again bool, err error) {
+	head := first(queue)
+	if head == nil {
+		d.pool.done(a.claim, a.key)
+		return driver.Grant{}, false, errors.New("etcd: the name had a contender but none was read in the same transaction")
+	}
+	if string(head.Key) == a.key {
+		g, err := d.recognised(ctx, a.key, head)
+		return g, false, err
+	}
+	if sweep {
+		tried, err := d.sweepHead(ctx, queue)
+		if err != nil {
+			return driver.Grant{}, false, d.fail(ctx, err)
+		}
+		if tried { // swept, or the queue changed meanwhile: look again
+			return driver.Grant{}, true, nil
+		}
+	}
+	d.pool.done(a.claim, a.key)
+	return driver.Grant{Holder: d.holder(ctx, a.req.Name, head)}, false, nil
 }
 
 // maxSweeps bounds how often one TryAcquire sweeps lapsed waiters' keys

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/dlocktest"
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/etcdlock"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
@@ -99,95 +99,67 @@ func wantKeys(t testing.TB, cli *clientv3.Client, name, fence string, recs ...st
 	}
 }
 
-// TestLedgerFencedInEtcd: the transaction itself refuses a write under a
-// fence below the highest the name's ledger has seen, and then writes
-// nothing (read back from etcd): a claim of a new slot, an outcome. Fences
-// 9 and 10 compare wrongly as unpadded strings ("9" > "10"). A claim of a
-// taken slot returns its record and raises the fence; a rerun replaces
-// only a record without an outcome under a lower fence; an outcome for a
-// record that is no longer its run's is refused.
+// TestLedgerFencedInEtcd: the ledger as etcd holds it, read with a plain
+// client. The fence key holds the highest fence a write carried, padded
+// to 20 digits so that the transaction's byte-wise comparison orders
+// fences as numbers; each slot's record is a key of its own, named by the
+// slot's Unix nanoseconds. A refused write changes nothing in etcd (its
+// revision stays); a claim that finds its slot taken raises the fence key
+// alone, so the record's own runner can no longer record an outcome; a
+// claim deletes the keys of slots beyond the newest keep, a slot older
+// than those kept at once, and keeps the fence key.
 func TestLedgerFencedInEtcd(t *testing.T) {
 	srv := testserver.Etcd(t)
 	admin := client(t, srv.Endpoint)
 	g := ledgerOf(t, locker(t, srv.Endpoint))
 	ctx := ledgerCtx(t)
-	name := "fenced"
-	if _, ok, err := g.ClaimRun(ctx, runRec(name, 1, 10, "a"), false, 10); !ok || err != nil {
-		t.Fatalf("ClaimRun at fence 10 = %v, %v", ok, err)
+	name := "stored"
+	claim := func(rec driver.RunRecord, keep int) error {
+		t.Helper()
+		_, _, err := g.ClaimRun(ctx, rec, false, keep)
+		return err
 	}
-	if _, ok, err := g.ClaimRun(ctx, runRec(name, 2, 9, "stale"), false, 10); ok || !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("ClaimRun at fence 9 after 10 = %v, %v; want ErrNotHeld", ok, err)
+	if err := claim(runRec(name, 1, 10, "a"), 10); err != nil {
+		t.Fatal(err)
 	}
+	rev := revision(t, admin)
 	stale := runRec(name, 1, 9, "stale")
 	stale.Ended, stale.Status = time.Now(), "ok"
-	if err := g.FinishRun(ctx, stale); !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("FinishRun at fence 9 after 10 = %v; want ErrNotHeld", err)
+	claimErr, finishErr := claim(runRec(name, 2, 9, "stale"), 10), g.FinishRun(ctx, stale)
+	if !errors.Is(claimErr, driver.ErrNotHeld) || !errors.Is(finishErr, driver.ErrNotHeld) {
+		t.Fatalf("claim and outcome at fence 9 after 10 = %v, %v; want ErrNotHeld", claimErr, finishErr)
+	}
+	if r := revision(t, admin); r != rev {
+		t.Errorf("the refused writes moved etcd's revision from %d to %d", rev, r)
 	}
 	wantKeys(t, admin, name, "00000000000000000010", "1:a:10:1:-")
-
-	got, ok, err := g.ClaimRun(ctx, runRec(name, 1, 11, "b"), false, 10)
-	if ok || err != nil || got.Owner != "a" || got.Fence != 10 || !got.Slot.Equal(ledgerSlot(1)) || !got.Ended.IsZero() {
-		t.Errorf("ClaimRun of a taken slot = %+v, %v, %v; want a's record, not claimed", got, ok, err)
+	if err := claim(runRec(name, 1, 11, "b"), 10); err != nil {
+		t.Fatal(err)
 	}
 	done := runRec(name, 1, 10, "a")
 	done.Ended, done.Status = time.Now(), "ok"
 	if err := g.FinishRun(ctx, done); !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("FinishRun at fence 10 after 11 = %v; want ErrNotHeld", err)
+		t.Errorf("FinishRun at fence 10 after a claim of its taken slot at 11 = %v; want ErrNotHeld", err)
 	}
 	wantKeys(t, admin, name, "00000000000000000011", "1:a:10:1:-")
-
-	rerun := runRec(name, 1, 12, "c")
-	rerun.Attempt = 2
-	if _, ok, err := g.ClaimRun(ctx, rerun, true, 10); !ok || err != nil {
-		t.Fatalf("rerun at fence 12 = %v, %v", ok, err)
+	if err := errors.Join(claim(runRec(name, 3, 12, "h"), 10), claim(runRec(name, 2, 12, "h"), 2)); err != nil {
+		t.Fatal(err)
 	}
-	wrong := runRec(name, 1, 11, "b")
-	wrong.Ended, wrong.Status = time.Now(), "ok"
-	if err := g.FinishRun(ctx, wrong); !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("FinishRun at fence 11 of fence 12's record = %v; want ErrNotHeld", err)
+	wantKeys(t, admin, name, "00000000000000000012", "3:h:12:1:-", "2:h:12:1:-")
+	if err := claim(runRec(name, 0, 13, "old"), 2); err != nil {
+		t.Fatal(err)
 	}
-	rerun.Ended, rerun.Status = time.Now(), "exit status 3"
-	if err := g.FinishRun(ctx, rerun); err != nil {
-		t.Fatalf("FinishRun of the rerun: %v", err)
-	}
-	if got, ok, err := g.ClaimRun(ctx, runRec(name, 1, 13, "d"), true, 10); ok || err != nil || got.Owner != "c" || got.Attempt != 2 {
-		t.Errorf("rerun of a finished slot = %+v, %v, %v; want c's record, not claimed", got, ok, err)
-	}
-	wantKeys(t, admin, name, "00000000000000000013", "1:c:12:2:exit status 3")
+	wantKeys(t, admin, name, "00000000000000000013", "3:h:12:1:-", "2:h:12:1:-")
 }
 
-// TestLedgerTrim: a claim keeps the newest keep slots of its name, in
-// whatever order they are claimed (other names' untouched); a slot older
-// than all those kept is claimed and dropped at once; a smaller keep
-// trims at the next claim. The fence key stays.
-func TestLedgerTrim(t *testing.T) {
-	srv := testserver.Etcd(t)
-	admin := client(t, srv.Endpoint)
-	g := ledgerOf(t, locker(t, srv.Endpoint))
-	ctx := ledgerCtx(t)
-	name, other := "trim", "trim-other"
-	fence := uint64(100)
-	claim := func(name string, m, keep int) {
-		t.Helper()
-		fence++
-		if _, ok, err := g.ClaimRun(ctx, runRec(name, m, fence, "h"), false, keep); !ok || err != nil {
-			t.Fatalf("ClaimRun slot %d keep %d = %v, %v", m, keep, ok, err)
-		}
+// revision is etcd's store revision, which every write moves.
+func revision(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	resp, err := cli.Get(ledgerCtx(t), "revision")
+	if err != nil {
+		t.Fatal(err)
 	}
-	claim(other, 1, 100) // fence 101
-	for _, m := range []int{5, 1, 9, 3, 7, 8} {
-		claim(name, m, 3) // fences 102 to 107
-	}
-	wantKeys(t, admin, name, "00000000000000000107", "9:h:104:1:-", "8:h:107:1:-", "7:h:106:1:-")
-	claim(name, 2, 3)
-	wantKeys(t, admin, name, "00000000000000000108", "9:h:104:1:-", "8:h:107:1:-", "7:h:106:1:-")
-	claim(name, 10, 1)
-	wantKeys(t, admin, name, "00000000000000000109", "10:h:109:1:-")
-	wantKeys(t, admin, other, "00000000000000000101", "1:h:101:1:-")
-	runs, err := g.Runs(ctx, name)
-	if err != nil || len(runs) != 1 || !runs[0].Slot.Equal(ledgerSlot(10)) {
-		t.Errorf("Runs = %+v, %v; want slot 10 alone", runs, err)
-	}
+	return resp.Header.Revision
 }
 
 // TestLedgerInvalid: a record the ledger cannot store, or a keep below 1,
@@ -336,63 +308,10 @@ func TestLedgerKeysApart(t *testing.T) {
 	}
 }
 
-// TestLedgerClaimContended: 8 callers that do not hold the lock claim the
-// same slot at once, each on a client of its own, for 20 slots: on even
-// slots all under one fence (so the fence refuses none, and the slot's
-// record alone decides), on odd slots each under its own. The
-// transactions alone let exactly one claim each slot; every other caller
-// gets that claim's record or, its fence being below one already written,
-// ErrNotHeld.
+// TestLedgerClaimContended: the transactions alone decide between claims
+// of one slot made at once by 8 callers that do not hold the lock, each
+// on a client of its own, for 20 slots.
 func TestLedgerClaimContended(t *testing.T) {
 	srv := testserver.Etcd(t)
-	const callers, slots = 8, 20
-	ledgers := make([]driver.Ledger, callers)
-	for i := range ledgers {
-		ledgers[i] = ledgerOf(t, locker(t, srv.Endpoint))
-	}
-	ctx := ledgerCtx(t)
-	name := "contended"
-	refused := 0
-	for m := range slots {
-		var (
-			wg    sync.WaitGroup
-			start = make(chan struct{})
-			got   [callers]driver.RunRecord
-			oks   [callers]bool
-			errs  [callers]error
-		)
-		for i := range callers {
-			wg.Go(func() {
-				<-start
-				fence := uint64(1000 * (m + 1))
-				if m%2 == 1 {
-					fence += uint64(i)
-				}
-				got[i], oks[i], errs[i] = ledgers[i].ClaimRun(ctx, runRec(name, m, fence, fmt.Sprintf("caller-%d", i)), false, 1000)
-			})
-		}
-		close(start)
-		wg.Wait()
-		winner := slices.Index(oks[:], true)
-		if winner < 0 || slices.Index(oks[winner+1:], true) >= 0 {
-			t.Fatalf("slot %d claimed by %v (%v), want exactly one caller", m, oks, errs)
-		}
-		for i := range callers {
-			switch {
-			case i == winner:
-			case errors.Is(errs[i], driver.ErrNotHeld):
-				refused++
-			case errs[i] != nil:
-				t.Fatalf("caller-%d: %v", i, errs[i])
-			case got[i].Owner != fmt.Sprintf("caller-%d", winner):
-				t.Fatalf("slot %d: caller-%d got %+v, want caller-%d's record", m, i, got[i], winner)
-			}
-		}
-	}
-	runs, err := ledgers[0].Runs(ctx, name)
-	if err != nil || len(runs) != slots {
-		t.Fatalf("Runs: %d records, %v; want %d", len(runs), err, slots)
-	}
-	t.Logf("%d slots, %d callers each: one claim per slot; %d of %d losers refused by the fence, the rest got the winner's record",
-		slots, callers, refused, slots*(callers-1))
+	dlocktest.ClaimContended(t, func(t testing.TB) *dlock.Locker { return locker(t, srv.Endpoint) }, 20)
 }

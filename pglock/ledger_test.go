@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/dlocktest"
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/pglock"
@@ -87,179 +87,67 @@ func wantStored(t *testing.T, pool *pgxpool.Pool, cfg pglock.Config, name string
 	}
 }
 
-// TestLedgerFencedInSQL: the statements themselves refuse a write under a
-// fence below the highest the name's ledger has seen, and write nothing
-// then (read back with SQL): a claim of a new slot, an outcome; an
-// outcome for a record that is no longer its run's; a rerun replaces only
-// a record without an outcome under a lower fence.
+// TestLedgerFencedInSQL: the ledger as the database holds it, read with SQL:
+// a row per slot in <table>_runs and the highest fence a write carried in
+// <table>_ledgers. A refused write changes no row; a claim that finds its
+// slot taken raises the fence alone, so the record's own runner can no
+// longer record an outcome; a claim deletes the rows of slots beyond the
+// newest keep in its own statement, and a slot older than those kept is
+// recorded, and dropped by the next claim's trim.
 func TestLedgerFencedInSQL(t *testing.T) {
 	d := newDB(t)
 	for _, cfg := range modes {
 		t.Run(string(cfg.Mode), func(t *testing.T) {
 			g := ledgerOf(t, d.locker(t, cfg))
 			c := ctx(t)
-			name := "fenced/" + string(cfg.Mode)
-			if _, ok, err := g.ClaimRun(c, run(name, 1, 10, "a"), false, 10); !ok || err != nil {
-				t.Fatalf("ClaimRun at fence 10 = %v, %v", ok, err)
+			name := "stored/" + string(cfg.Mode)
+			claim := func(rec driver.RunRecord, keep int) error {
+				_, _, err := g.ClaimRun(c, rec, false, keep)
+				return err
 			}
-			if _, ok, err := g.ClaimRun(c, run(name, 2, 9, "stale"), false, 10); ok || !errors.Is(err, driver.ErrNotHeld) {
-				t.Errorf("ClaimRun at fence 9 after 10 = %v, %v; want ErrNotHeld", ok, err)
+			if err := claim(run(name, 1, 10, "a"), 10); err != nil {
+				t.Fatal(err)
 			}
 			stale := run(name, 1, 9, "stale")
 			stale.Ended, stale.Status = time.Now(), "ok"
-			if err := g.FinishRun(c, stale); !errors.Is(err, driver.ErrNotHeld) {
-				t.Errorf("FinishRun at fence 9 after 10 = %v; want ErrNotHeld", err)
+			claimErr, finishErr := claim(run(name, 2, 9, "stale"), 10), g.FinishRun(c, stale)
+			if !errors.Is(claimErr, driver.ErrNotHeld) || !errors.Is(finishErr, driver.ErrNotHeld) {
+				t.Fatalf("claim and outcome at fence 9 after 10 = %v, %v; want ErrNotHeld", claimErr, finishErr)
 			}
 			wantStored(t, d.admin, cfg, name, []string{"1:a:10:1:-"}, 10)
-
-			// Fence 11 claims slot 1 again without rerun: the record stays a's,
-			// and 11 becomes the highest; a's outcome is then refused.
-			got, ok, err := g.ClaimRun(c, run(name, 1, 11, "b"), false, 10)
-			if ok || err != nil || got.Owner != "a" || got.Fence != 10 || !got.Slot.Equal(minute(1)) || !got.Ended.IsZero() {
-				t.Errorf("ClaimRun of a taken slot = %+v, %v, %v; want a's record, not claimed", got, ok, err)
+			if err := claim(run(name, 1, 11, "b"), 10); err != nil {
+				t.Fatal(err)
 			}
 			done := run(name, 1, 10, "a")
 			done.Ended, done.Status = time.Now(), "ok"
 			if err := g.FinishRun(c, done); !errors.Is(err, driver.ErrNotHeld) {
-				t.Errorf("FinishRun at fence 10 after 11 = %v; want ErrNotHeld", err)
+				t.Errorf("FinishRun at fence 10 after a claim of its taken slot at 11 = %v; want ErrNotHeld", err)
 			}
 			wantStored(t, d.admin, cfg, name, []string{"1:a:10:1:-"}, 11)
-
-			// Fence 12 reruns it (no outcome, lower fence); fence 11's outcome
-			// for the slot is not its run's.
-			rerun := run(name, 1, 12, "c")
-			rerun.Attempt = 2
-			if _, ok, err := g.ClaimRun(c, rerun, true, 10); !ok || err != nil {
-				t.Fatalf("rerun at fence 12 = %v, %v", ok, err)
+			if err := errors.Join(claim(run(name, 3, 11, "h"), 10), claim(run(name, 2, 11, "h"), 2)); err != nil {
+				t.Fatal(err)
 			}
-			wrong := run(name, 1, 11, "b")
-			wrong.Ended, wrong.Status = time.Now(), "ok"
-			if err := g.FinishRun(c, wrong); !errors.Is(err, driver.ErrNotHeld) {
-				t.Errorf("FinishRun at fence 11 of fence 12's record = %v; want ErrNotHeld", err)
+			wantStored(t, d.admin, cfg, name, []string{"3:h:11:1:-", "2:h:11:1:-"}, 11)
+			if err := claim(run(name, 0, 11, "old"), 2); err != nil {
+				t.Fatal(err)
 			}
-			rerun.Ended, rerun.Status = time.Now(), "exit status 3"
-			if err := g.FinishRun(c, rerun); err != nil {
-				t.Fatalf("FinishRun of the rerun: %v", err)
+			wantStored(t, d.admin, cfg, name, []string{"3:h:11:1:-", "2:h:11:1:-", "0:old:11:1:-"}, 11)
+			if err := claim(run(name, 4, 11, "h"), 2); err != nil {
+				t.Fatal(err)
 			}
-			// A record with an outcome is never replaced, even with rerun.
-			if got, ok, err := g.ClaimRun(c, run(name, 1, 13, "d"), true, 10); ok || err != nil || got.Owner != "c" || got.Attempt != 2 {
-				t.Errorf("rerun of a finished slot = %+v, %v, %v; want c's record, not claimed", got, ok, err)
-			}
-			wantStored(t, d.admin, cfg, name, []string{"1:c:12:2:exit status 3"}, 13)
+			wantStored(t, d.admin, cfg, name, []string{"4:h:11:1:-", "3:h:11:1:-"}, 11)
 		})
 	}
 }
 
-// TestLedgerTrim: a claim keeps the newest keep slots of its name (the
-// others' untouched); a claim that finds its slot taken trims nothing; a
-// claim of a slot older than the kept ones is recorded, and dropped by
-// the next claim's trim.
-func TestLedgerTrim(t *testing.T) {
-	d := newDB(t)
-	for _, cfg := range modes {
-		t.Run(string(cfg.Mode), func(t *testing.T) {
-			g := ledgerOf(t, d.locker(t, cfg))
-			c := ctx(t)
-			name, other := "trim/"+string(cfg.Mode), "trim/other/"+string(cfg.Mode)
-			claim := func(name string, m, keep int, owner string) bool {
-				t.Helper()
-				_, ok, err := g.ClaimRun(c, run(name, m, 1, owner), false, keep)
-				if err != nil {
-					t.Fatalf("ClaimRun slot %d: %v", m, err)
-				}
-				return ok
-			}
-			claim(other, 1, 100, "o")
-			for _, m := range []int{1, 3, 2, 5, 4} {
-				claim(name, m, 3, "a")
-			}
-			wantStored(t, d.admin, cfg, name, []string{"5:a:1:1:-", "4:a:1:1:-", "3:a:1:1:-"}, 1)
-			if claim(name, 4, 1, "b") {
-				t.Fatal("a taken slot was claimed")
-			}
-			wantStored(t, d.admin, cfg, name, []string{"5:a:1:1:-", "4:a:1:1:-", "3:a:1:1:-"}, 1)
-			if !claim(name, 0, 3, "old") {
-				t.Fatal("an old slot was not claimed")
-			}
-			wantStored(t, d.admin, cfg, name, []string{"5:a:1:1:-", "4:a:1:1:-", "3:a:1:1:-", "0:old:1:1:-"}, 1)
-			claim(name, 6, 2, "a")
-			wantStored(t, d.admin, cfg, name, []string{"6:a:1:1:-", "5:a:1:1:-"}, 1)
-			wantStored(t, d.admin, cfg, other, []string{"1:o:1:1:-"}, 1)
-			runs, err := g.Runs(c, name)
-			if err != nil || len(runs) != 2 || !runs[0].Slot.Equal(minute(6)) || !runs[1].Slot.Equal(minute(5)) {
-				t.Errorf("Runs = %+v, %v; want slots 6 and 5", runs, err)
-			}
-		})
-	}
-}
-
-// TestLedgerClaimContended: 8 callers that do not hold the lock claim the
-// same slot at once, on connections of their own, for 30 slots: on even
-// slots all under one fence (so the fence refuses none of them, and the
-// slot's record alone decides), on odd slots each under its own. The
-// statement alone lets exactly one claim each slot; every other caller
-// gets that claim's record or, its fence being below one already written,
-// ErrNotHeld.
+// TestLedgerClaimContended: in both modes the claim statement alone
+// decides between claims of one slot made at once by 8 callers that do
+// not hold the lock, on connections of their own, for 30 slots.
 func TestLedgerClaimContended(t *testing.T) {
 	d := newDB(t)
 	for _, cfg := range modes {
 		t.Run(string(cfg.Mode), func(t *testing.T) {
-			g := ledgerOf(t, d.locker(t, cfg))
-			c := ctx(t)
-			name := "contended/" + string(cfg.Mode)
-			const callers, slots = 8, 30
-			refused := 0
-			for m := range slots {
-				var (
-					wg      sync.WaitGroup
-					start   = make(chan struct{})
-					results [callers]driver.RunRecord
-					oks     [callers]bool
-					errs    [callers]error
-				)
-				for i := range callers {
-					wg.Go(func() {
-						<-start
-						fence := uint64(1000 * (m + 1))
-						if m%2 == 1 {
-							fence += uint64(i)
-						}
-						rec := run(name, m, fence, fmt.Sprintf("caller-%d", i))
-						results[i], oks[i], errs[i] = g.ClaimRun(c, rec, false, 1000)
-					})
-				}
-				close(start)
-				wg.Wait()
-				winner := -1
-				for i := range callers {
-					switch {
-					case oks[i] && winner >= 0:
-						t.Fatalf("slot %d claimed by caller-%d and caller-%d", m, winner, i)
-					case oks[i]:
-						winner = i
-					}
-				}
-				if winner < 0 {
-					t.Fatalf("slot %d: nobody claimed it: %v", m, errs)
-				}
-				for i := range callers {
-					switch {
-					case i == winner:
-					case errors.Is(errs[i], driver.ErrNotHeld):
-						refused++
-					case errs[i] != nil:
-						t.Fatalf("caller-%d: %v", i, errs[i])
-					case results[i].Owner != fmt.Sprintf("caller-%d", winner):
-						t.Fatalf("slot %d: caller-%d got %+v, want caller-%d's record", m, i, results[i], winner)
-					}
-				}
-			}
-			runs, err := g.Runs(c, name)
-			if err != nil || len(runs) != slots {
-				t.Fatalf("Runs: %d records, %v; want %d", len(runs), err, slots)
-			}
-			t.Logf("%d slots, %d callers each: one claim per slot; %d of %d losers refused by the fence, the rest got the winner's record",
-				slots, callers, refused, slots*(callers-1))
+			dlocktest.ClaimContended(t, func(t testing.TB) *dlock.Locker { return d.locker(t, cfg) }, 30)
 		})
 	}
 }

@@ -104,32 +104,52 @@ func sameRun(a, b driver.RunRecord) bool {
 		a.Status == b.Status
 }
 
-// TestLedgerTrim: the claim script keeps the newest keep slots, whatever
-// order they are claimed in, in the hash and its index alike; a smaller
-// keep trims at the next claim; a slot older than all those kept is
-// claimed (true) and dropped at once.
-func TestLedgerTrim(t *testing.T) {
+// TestLedgerFencedOnRedis: the ledger as Redis holds it: a hash of the name's
+// records by slot, beside the highest fence a write carried as a decimal
+// string (the script compares fences as such: above 2^53 a Lua number
+// cannot tell them apart), and a sorted set that indexes the slots. A
+// refused write leaves the hash as it was; a claim deletes the slots
+// beyond the newest keep from the hash and its index alike, whatever
+// order they were claimed in, a slot older than those kept at once.
+func TestLedgerFencedOnRedis(t *testing.T) {
 	srv := testserver.Redis(t)
 	c := client(t, srv.Addr)
 	ctx := ctxT(t)
 	l := locker(t, c)
 	defer l.Close()
 	g := ledgerOf(t, l)
-	name := "ledger/trim"
-	for i, m := range []int{5, 1, 9, 3, 7, 8} {
-		if _, ok, err := g.ClaimRun(ctx, runRec(name, m, uint64(100+i), "h"), false, 3); err != nil || !ok {
-			t.Fatalf("ClaimRun slot %d = %v, %v", m, ok, err)
+	name := "ledger/stored"
+	const high = 1<<53 + 1 // 9007199254740993
+	claim := func(rec driver.RunRecord, keep int) {
+		t.Helper()
+		if _, ok, err := g.ClaimRun(ctx, rec, false, keep); err != nil || !ok {
+			t.Fatalf("ClaimRun of slot %s keeping %d = %v, %v", rec.Slot, keep, ok, err)
 		}
 	}
-	expectSlots(t, g, c, name, 9, 8, 7)
-	if _, ok, err := g.ClaimRun(ctx, runRec(name, 2, 200, "h"), false, 3); err != nil || !ok {
-		t.Fatalf("ClaimRun of a slot older than those kept = %v, %v; want true", ok, err)
+	cur := runRec(name, 1, high, "current")
+	claim(cur, 10)
+	field, stored, _ := redisscript.EncodeRun(cur)
+	stale := runRec(name, 2, high-1, "stale")
+	_, _, claimErr := g.ClaimRun(ctx, stale, false, 10)
+	stale.Slot, stale.Ended, stale.Status = cur.Slot, time.Now(), "ok"
+	if finishErr := g.FinishRun(ctx, stale); !errors.Is(claimErr, driver.ErrNotHeld) || !errors.Is(finishErr, driver.ErrNotHeld) {
+		t.Fatalf("claim and outcome under fence %d after %d = %v, %v; want ErrNotHeld", stale.Fence, cur.Fence, claimErr, finishErr)
 	}
-	expectSlots(t, g, c, name, 9, 8, 7)
-	if _, ok, err := g.ClaimRun(ctx, runRec(name, 10, 201, "h"), false, 1); err != nil || !ok {
-		t.Fatalf("ClaimRun with keep 1 = %v, %v", ok, err)
+	hash, err := c.HGetAll(ctx, keys.Runs(name)).Result()
+	if err != nil {
+		t.Fatal(err)
 	}
-	expectSlots(t, g, c, name, 10)
+	if len(hash) != 2 || hash[redisscript.RunsFence] != "9007199254740993" || hash[field] != stored {
+		t.Errorf("ledger hash after the refused writes = %v; want only the current run and fence 9007199254740993", hash)
+	}
+	for _, m := range []int{5, 3, 4} {
+		claim(runRec(name, m, high, "h"), 3)
+	}
+	expectSlots(t, g, c, name, 5, 4, 3)
+	claim(runRec(name, 2, high, "old"), 3)
+	expectSlots(t, g, c, name, 5, 4, 3)
+	claim(runRec(name, 6, high, "h"), 1)
+	expectSlots(t, g, c, name, 6)
 }
 
 // expectSlots checks that name's ledger holds exactly the slots of the
@@ -153,47 +173,6 @@ func expectSlots(t *testing.T, g driver.Ledger, c redis.UniversalClient, name st
 	if fields != int64(len(minutes))+1 || index != int64(len(minutes)) {
 		t.Errorf("the ledger hash has %d fields and its index %d slots; want %d slots and the fence field",
 			fields, index, len(minutes))
-	}
-}
-
-// TestLedgerFencedOnRedis: a write under a fence below the highest the
-// name's ledger has seen is refused by the script itself, and leaves
-// Redis as it was. The fences are above 2^53, where a Lua number cannot
-// tell them apart: the script compares them as decimal strings.
-func TestLedgerFencedOnRedis(t *testing.T) {
-	srv := testserver.Redis(t)
-	c := client(t, srv.Addr)
-	ctx := ctxT(t)
-	l := locker(t, c)
-	defer l.Close()
-	g := ledgerOf(t, l)
-	name := "ledger/fenced"
-	const high = 1<<53 + 1 // 9007199254740993
-	cur := runRec(name, 1, high, "current")
-	if _, ok, err := g.ClaimRun(ctx, cur, false, 10); err != nil || !ok {
-		t.Fatalf("ClaimRun = %v, %v", ok, err)
-	}
-	field, stored, _ := redisscript.EncodeRun(cur)
-	stale := runRec(name, 2, high-1, "stale")
-	if _, ok, err := g.ClaimRun(ctx, stale, false, 10); ok || !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("ClaimRun under fence %d after %d = %v, %v; want ErrNotHeld", stale.Fence, cur.Fence, ok, err)
-	}
-	stale.Slot, stale.Ended, stale.Status = cur.Slot, time.Now(), "ok"
-	if err := g.FinishRun(ctx, stale); !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("FinishRun under fence %d after %d = %v, want ErrNotHeld", stale.Fence, cur.Fence, err)
-	}
-	hash, err := c.HGetAll(ctx, keys.Runs(name)).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(hash) != 2 || hash[redisscript.RunsFence] != "9007199254740993" || hash[field] != stored {
-		t.Errorf("ledger hash after the refused writes = %v; want only the current run and fence 9007199254740993", hash)
-	}
-	other := runRec(name, 1, high, "current")
-	other.Fence = high + 1
-	other.Ended, other.Status = time.Now(), "ok"
-	if err := g.FinishRun(ctx, other); !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("FinishRun of a run the slot does not have (another fence) = %v, want ErrNotHeld", err)
 	}
 }
 
