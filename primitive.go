@@ -10,38 +10,6 @@ import (
 	"github.com/dlockdev/dlock/driver"
 )
 
-// This file holds what Semaphore, RWMutex and Election share: they are
-// built from plain locks on derived keys (see key), through the same
-// driver seam, so every backend offers them with the same watchdog, loss
-// signal, fences and inspection as a mutex.
-
-// backendKey is the key the holder's grant lives under.
-func (h Holder) backendKey() string {
-	switch h.Kind {
-	case KindMutex, "":
-		return h.Name
-	case KindPermit:
-		return key(h.Name, h.Kind, h.Permits, h.Slot)
-	case KindRead:
-		return key(h.Name, h.Kind, h.Slot)
-	}
-	return key(h.Name, h.Kind)
-}
-
-// primitiveSettings validates a primitive's name and options once, when
-// the primitive is made, so that a bad value is reported there.
-func (l *Locker) primitiveSettings(what, name string, opts []Option) (settings, error) {
-	if err := validPrimitive(what, name); err != nil {
-		return settings{}, err
-	}
-	return l.settingsFor(name, opts)
-}
-
-// callSettings applies one call's options over the primitive's.
-func (l *Locker) callSettings(name string, base []Option, opts []Option) (settings, error) {
-	return l.settingsFor(name, append(append([]Option(nil), base...), opts...))
-}
-
 // releaseWait is a primitive's wait for one of several held keys to be
 // released: woken by the backend's release notifications where it sends
 // them (driver.Notifier); where it only queues (driver.Queuer) and the

@@ -181,35 +181,3 @@ func remaining(s settings, start time.Time) settings {
 	}
 	return s
 }
-
-// holds reports whether hs has a grant of kind k.
-func holds(hs []Holder, k Kind) bool {
-	for _, h := range hs {
-		if h.Kind == k {
-			return true
-		}
-	}
-	return false
-}
-
-// only returns the grants of kind k in hs.
-func only(hs []Holder, k Kind) []Holder {
-	var out []Holder
-	for _, h := range hs {
-		if h.Kind == k {
-			out = append(out, h)
-		}
-	}
-	return out
-}
-
-// first returns the first grant of kind k in hs (a zero Holder of that
-// kind when there is none).
-func first(hs []Holder, k Kind) Holder {
-	for _, h := range hs {
-		if h.Kind == k {
-			return h
-		}
-	}
-	return Holder{Kind: k, Slot: -1, TTL: -1}
-}

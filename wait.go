@@ -2,8 +2,6 @@ package dlock
 
 import (
 	"context"
-	cryptorand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,54 +9,6 @@ import (
 
 	"github.com/dlockdev/dlock/driver"
 )
-
-// Acquire takes the named lock, waiting while it is held: until it is
-// granted, ctx is done, or the wait bound (WithWait, default DefaultWait)
-// runs out. A lock that stays held yields an error matching ErrNotAcquired
-// (errors.As gives a *HeldError naming the holder); a canceled ctx yields
-// one that matches both ErrNotAcquired and ctx's error.
-//
-// Only a backend's positive answer that someone else holds the lock
-// becomes ErrNotAcquired. A backend that fails, or does not answer before
-// ctx or the wait bound ends, yields an error matching ErrBackend (and
-// ctx's error) instead, so an outage never reads as "held". An error that
-// retrying cannot cure (driver.ErrPermanent: missing schema, failed
-// authentication) ends the wait at once. The call returns by ctx's
-// deadline: whatever an abandoned attempt may have won is released in
-// the background.
-//
-// ctx bounds the wait only, never the lease: the lease lives until
-// Release, loss, or Locker.Close.
-//
-// Waiters are woken by the release itself on backends that notify
-// (driver.Notifier) and queue fairly where the backend queues
-// (driver.Queuer); otherwise, and as a fallback, they poll with capped
-// exponential backoff and full jitter, never sleeping past the holder's
-// remaining TTL. Every attempt of one call uses the same token, so an
-// attempt whose reply was lost is recognised as a grant on the next one;
-// an attempt abandoned mid-flight is released, best effort.
-func (l *Locker) Acquire(ctx context.Context, name string, opts ...Option) (*Lease, error) {
-	s, err := l.settingsFor(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	ctx, t := l.traceAcquire(ctx, name, KindMutex, s)
-	ls, err := l.acquire(ctx, name, s)
-	return t.done(ls, err)
-}
-
-// TryAcquire makes exactly one attempt to take the named lock. When it is
-// held the error matches ErrNotAcquired and carries a *HeldError.
-func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lease, error) {
-	s, err := l.settingsFor(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	s.wait = 0
-	ctx, t := l.traceAcquire(ctx, name, KindMutex, s)
-	ls, err := l.acquire(ctx, name, s)
-	return t.done(ls, err)
-}
 
 func (l *Locker) acquire(ctx context.Context, name string, s settings) (*Lease, error) {
 	req := driver.Request{Name: name, Token: newToken(), Owner: s.owner, TTL: s.ttl}
@@ -108,36 +58,6 @@ func waitContext(ctx context.Context, start time.Time, wait time.Duration) (cont
 		return context.WithCancel(ctx)
 	}
 	return context.WithDeadline(ctx, start.Add(wait))
-}
-
-// granted turns a confirmed grant into a live lease.
-func (l *Locker) granted(req driver.Request, g driver.Grant, sent time.Time, s settings) (*Lease, error) {
-	ls := newLease(l, req, g, sent, s.autoRefresh)
-	if !l.track(ls) {
-		l.cleanup(req)
-		return nil, invalid("Locker is closed")
-	}
-	if sw, ok := l.drv.(driver.SessionWatcher); ok {
-		sw.WatchSession(req.Token, func() { ls.lose(LostSession, errSessionGone) })
-	}
-	if !s.autoRefresh && ls.window < ls.ttl {
-		return l.confirm(ls)
-	}
-	return ls, nil
-}
-
-// confirm extends a provisional grant (driver.Grant.Window) to its TTL
-// before the acquire returns, for a lease no watchdog will refresh: its
-// holder was promised the TTL. A grant that can no longer be extended is
-// released and reported as the backend error it is.
-func (l *Locker) confirm(ls *Lease) (*Lease, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), ls.Expires().Sub(l.clock.Now()))
-	defer cancel()
-	if err := ls.Refresh(ctx, ls.ttl); err != nil {
-		_ = ls.Release(context.Background())
-		return nil, backend("acquire", ls.Name(), fmt.Errorf("confirming a hand-off: %w", err))
-	}
-	return ls, nil
 }
 
 // notAcquired releases whatever the call may have won (an attempt may have
@@ -298,13 +218,4 @@ func (w *waiter) stop() {
 	if w.unwatch != nil {
 		w.unwatch()
 	}
-}
-
-// newToken returns 128 bits from crypto/rand, hex-encoded. crypto/rand.Read
-// never fails on supported platforms (it panics internally if the kernel
-// cannot supply randomness), so there is no error path to get wrong.
-func newToken() string {
-	var b [16]byte
-	_, _ = cryptorand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
