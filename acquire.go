@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"slices"
 	"time"
+
+	"github.com/dlockdev/dlock/driver"
 )
 
 // Acquire takes the named lock, waiting while it is held: until it is
@@ -95,6 +97,79 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...Option)
 		leases = append(leases, ls)
 	}
 	return leases, nil
+}
+
+// acquire takes one backend key — a plain lock's name, or a grant of a
+// primitive — waiting through the wait engine (waiter) as s says.
+func (l *Locker) acquire(ctx context.Context, key string, s settings) (*Lease, error) {
+	a := attempt{l: l, s: s, req: driver.Request{Name: key, Token: newToken(), Owner: s.owner, TTL: s.ttl}}
+	w, wctx := l.waitFor(ctx, parseKey(key).name, s)
+	defer w.close()
+	w.token = a.req
+	a.queue = w.attemptQueue()
+	return w.run(ctx, wctx, a.look)
+}
+
+// attempt is a wait's side of one key: every look is one attempt with
+// the same token, so that an attempt whose reply was lost is recognised
+// as a grant by the next.
+type attempt struct {
+	l   *Locker
+	s   settings
+	req driver.Request
+	// queue, when set, is the backend's queue each attempt waits in.
+	queue driver.Queuer
+}
+
+// look makes one attempt; a grant becomes a live lease.
+func (a *attempt) look(ctx context.Context, _ *Lease) sight {
+	if a.queue != nil {
+		return a.queued(a.l.queueAttempt(ctx, a.queue, a.req))
+	}
+	sent := a.l.clock.Now()
+	g, err := a.l.drv.TryAcquire(ctx, a.req)
+	if err == nil && g.Acquired {
+		if since := onClock(a.l.clock, g.Since); !g.Since.IsZero() && since.Before(sent) {
+			sent = since // the grant rides on an older renewal (a shared lease)
+		}
+		return a.granted(g, sent)
+	}
+	if err != nil {
+		return sight{failed: err}
+	}
+	return a.blocked(g.Holder, sight{})
+}
+
+// queued is the sight of an attempt that waited in the backend's queue.
+// A queue that ended with the context reports the holder it queued
+// behind; with none, the backend never answered. A transport failure
+// mid-wait (a server restart, a dropped connection) is retried within the
+// wait bound: the driver has given up its place in the queue.
+func (a *attempt) queued(r queued) sight {
+	if r.err == nil && r.g.Acquired {
+		return a.granted(r.g, r.sent)
+	}
+	sg := sight{failed: r.err, queued: true}
+	if r.g.Holder != (driver.Holder{}) {
+		return a.blocked(r.g.Holder, sg)
+	}
+	return sg
+}
+
+// granted turns the attempt's grant into a live lease.
+func (a *attempt) granted(g driver.Grant, sent time.Time) sight {
+	ls, err := a.l.granted(a.req, g, sent, a.s)
+	return sight{lease: ls, err: err}
+}
+
+// blocked adds the holder the backend named to sg, under the key's names:
+// the grant's kind is the key's, whatever the driver filled in.
+func (a *attempt) blocked(dh driver.Holder, sg sight) sight {
+	h := holderFrom(dh)
+	ki := parseKey(a.req.Name)
+	h.Name, h.Kind, h.Permits, h.Slot = ki.name, ki.kind, ki.permits, ki.slot
+	sg.held, sg.blame, sg.answered = []Holder{h}, h, true
+	return sg
 }
 
 // newToken returns 128 bits from crypto/rand, hex-encoded. crypto/rand.Read

@@ -11,7 +11,7 @@ import (
 // Semaphore, RWMutex and Election are built from plain locks on derived
 // keys (see key), through the same driver seam, so every backend offers
 // them with the same watchdog, loss signal, fences and inspection as a
-// mutex.
+// mutex, and they wait through the same wait engine (waiter).
 
 // Kind says what a held key is: a plain lock, a semaphore permit, a read
 // or write grant of a read-write lock, or a leader's term. Holder.Kind and
