@@ -66,7 +66,9 @@ func shortestTTL(held []Holder) time.Duration {
 
 // sleep waits for a notification on a watched key, the backoff (never
 // past ttl, when not negative), or ctx's end. A subscription the driver
-// ended is dropped; the next pause watches its key again.
+// ended (its channel closed) is not renewed for the rest of the wait: its
+// key is polled for with the backoff, rather than the closed channel
+// taken for a release again and again.
 func (w *waiter) sleep(ctx context.Context, ttl time.Duration) error {
 	t := time.NewTimer(w.backoff(ttl))
 	defer t.Stop()
@@ -76,7 +78,7 @@ func (w *waiter) sleep(ctx context.Context, ttl time.Duration) error {
 	}
 	if s, ok := w.subs[ended]; ok {
 		s.stop()
-		delete(w.subs, ended)
+		w.subs[ended] = subscription{stop: func() {}} // a nil channel: polled from now on
 	}
 	w.attempt++
 	return nil
