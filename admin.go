@@ -2,15 +2,10 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/dlockdev/dlock/driver"
 )
-
-// ErrUnsupported is wrapped when the backend lacks an optional ability
-// (listing, force-release, migrations). It is errors.ErrUnsupported.
-var ErrUnsupported = errors.ErrUnsupported
 
 // Inspect returns the current holder of name; ok is false when it is free.
 func (l *Locker) Inspect(ctx context.Context, name string) (h Holder, ok bool, err error) {

@@ -3,8 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"slices"
-	"time"
 )
 
 // Do acquires the named lock (waiting as Acquire does), runs fn with a
@@ -37,45 +35,4 @@ func Do(ctx context.Context, l *Locker, name string, fn func(ctx context.Context
 		return fnErr
 	}
 	return relErr
-}
-
-// AcquireAll takes several locks, all or nothing. Names are sorted and
-// deduplicated first, so every caller takes them in the same order and two
-// callers asking for {a, b} and {b, a} can never deadlock. The wait bound
-// (WithWait) covers the whole set. On failure every lock already taken is
-// released and the error names the lock that could not be had. The leases
-// are returned in sorted name order.
-func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...Option) ([]*Lease, error) {
-	if err := l.usable(); err != nil {
-		return nil, err
-	}
-	if len(names) == 0 {
-		return nil, invalid("AcquireAll needs at least one name")
-	}
-	sorted := slices.Clone(names)
-	slices.Sort(sorted)
-	sorted = slices.Compact(sorted)
-	s := l.defaults
-	for _, n := range sorted {
-		var err error
-		if s, err = l.settingsFor(n, opts); err != nil {
-			return nil, err
-		}
-	}
-	start := time.Now()
-	leases := make([]*Lease, 0, len(sorted))
-	for _, n := range sorted {
-		step := s
-		if s.wait != Forever && s.wait != 0 {
-			step.wait = max(s.wait-time.Since(start), 0)
-		}
-		tctx, t := l.traceAcquire(ctx, n, KindMutex, step)
-		ls, err := t.done(l.acquire(tctx, n, step))
-		if err != nil {
-			ReleaseAll(context.WithoutCancel(ctx), leases)
-			return nil, err
-		}
-		leases = append(leases, ls)
-	}
-	return leases, nil
 }

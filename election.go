@@ -119,8 +119,8 @@ func (e *Election) Observe(ctx context.Context) <-chan Holder {
 
 func (e *Election) observe(ctx context.Context, ch chan<- Holder, s settings) {
 	defer close(ch)
-	w := newReleaseWait(e.l, s, false)
-	defer w.stop()
+	w := e.l.newWaiter(e.name, s)
+	defer w.close()
 	var last Holder
 	sent := false
 	for ctx.Err() == nil && e.l.usable() == nil {
@@ -137,14 +137,14 @@ func (e *Election) observe(ctx context.Context, ch chan<- Holder, s settings) {
 					return
 				}
 				last, sent = h, true
-				w.attempt = 0 // a change: look again soon
+				w.again() // a change: look again soon
 			}
 			if ok {
 				h.Kind = KindLeader
 				held = []Holder{h}
 			}
 		}
-		if w.wait(ctx, held) != nil {
+		if w.pause(ctx, held) != nil {
 			return
 		}
 	}

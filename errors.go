@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/dlockdev/dlock/driver"
 )
 
 // ErrNotAcquired is returned by Acquire, TryAcquire and AcquireAll when the
@@ -31,6 +29,10 @@ var ErrBackend = errors.New("dlock: backend error")
 // empty or over-long name, a TTL or wait out of range, a malformed URL, a
 // nil or closed Locker. The message names the bad value.
 var ErrInvalidArgument = errors.New("dlock: invalid argument")
+
+// ErrUnsupported is wrapped when the backend lacks an optional ability
+// (listing, force-release, migrations). It is errors.ErrUnsupported.
+var ErrUnsupported = errors.ErrUnsupported
 
 // HeldError reports who holds a lock that could not be acquired. It matches
 // ErrNotAcquired with errors.Is.
@@ -105,61 +107,4 @@ func backend(op, name string, err error) error {
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
-}
-
-// Holder is what the backend knows about whoever holds a lock.
-type Holder struct {
-	// Name is the lock's name.
-	Name string
-	// Owner is the holder's self-description (WithOwner; default host/pid).
-	Owner string
-	// Fence is the holder's fencing token.
-	Fence uint64
-	// TTL is the time left on the holder's lease as the backend counts it;
-	// negative when unknown or unbounded (session-bound locks).
-	TTL time.Duration
-	// Kind is what the grant is: KindMutex for a plain lock, or a permit,
-	// read, write or leader grant of a Semaphore, RWMutex or Election
-	// (whose name Name then is).
-	Kind Kind
-	// Permits is a semaphore permit's semaphore size; 0 otherwise.
-	Permits int
-	// Slot is a semaphore permit's index (0 to Permits-1) or a read
-	// grant's slot; -1 otherwise.
-	Slot int
-}
-
-func holderFrom(h driver.Holder) Holder {
-	ki := parseKey(h.Name)
-	return Holder{Name: ki.name, Owner: h.Owner, Fence: h.Fence, TTL: h.TTL, Kind: ki.kind, Permits: ki.permits, Slot: ki.slot}
-}
-
-// String describes the holder for people: its owner, fence and the time
-// left, e.g. "vm/24413, fence 1, 29s left" (whole seconds above 10 s),
-// or "no expiry (session-bound)" for a lock that lives as long as its
-// session. It is the text of a HeldError.
-func (h Holder) String() string {
-	owner := h.Owner
-	if owner == "" {
-		owner = "an unknown owner"
-	}
-	s := owner
-	if h.Fence > 0 {
-		s += fmt.Sprintf(", fence %d", h.Fence)
-	}
-	if h.TTL >= 0 {
-		s += ", " + roundLeft(h.TTL).String() + " left"
-	} else {
-		s += ", no expiry (session-bound)"
-	}
-	return s
-}
-
-// roundLeft rounds a time left for people: whole seconds above 10 s,
-// milliseconds below.
-func roundLeft(d time.Duration) time.Duration {
-	if d >= 10*time.Second {
-		return d.Round(time.Second)
-	}
-	return d.Round(time.Millisecond)
 }

@@ -3,8 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"path"
-	"reflect"
 	"time"
 )
 
@@ -134,22 +132,6 @@ func (l *Locker) AddHooks(h Hooks) {
 	}
 	next = append(next, h)
 	l.hooks.Store(&next)
-}
-
-// Backend names the Locker's backend: the URL scheme given to Open, or the
-// name of the driver's package for a Locker made with NewLocker.
-func (l *Locker) Backend() string { return l.backend }
-
-// driverName is the package name of drv's type, for NewLocker.
-func driverName(drv any) string {
-	t := reflect.TypeOf(drv)
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if p := t.PkgPath(); p != "" {
-		return path.Base(p)
-	}
-	return t.String()
 }
 
 // acquireTrace is one reported acquire call; nil when the Locker has no

@@ -8,6 +8,11 @@ import (
 	"strings"
 )
 
+// Semaphore, RWMutex and Election are built from plain locks on derived
+// keys (see key), through the same driver seam, so every backend offers
+// them with the same watchdog, loss signal, fences and inspection as a
+// mutex, and they wait through the same wait engine (waiter).
+
 // Kind says what a held key is: a plain lock, a semaphore permit, a read
 // or write grant of a read-write lock, or a leader's term. Holder.Kind and
 // Lease.Kind report it; `dlock ls` prints it.
@@ -90,17 +95,6 @@ func parseKey(k string) keyInfo {
 		ki.slot = num(1)
 	}
 	return ki
-}
-
-// validPrimitive checks a semaphore's, read-write lock's or election's name.
-func validPrimitive(what, name string) error {
-	if err := validName(name); err != nil {
-		return err
-	}
-	if len(name) > maxPrimitiveName {
-		return invalid("%s name %.32q... is %d bytes, longer than %d", what, name, len(name), maxPrimitiveName)
-	}
-	return nil
 }
 
 // ErrKindMismatch is matched by the error of an acquire that found its name

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +93,22 @@ func (l *Locker) Settings() map[string]string {
 // Capabilities describes the backend (minimum TTL, session-bound leases).
 func (l *Locker) Capabilities() driver.Capabilities { return l.caps }
 
+// Backend names the Locker's backend: the URL scheme given to Open, or the
+// name of the driver's package for a Locker made with NewLocker.
+func (l *Locker) Backend() string { return l.backend }
+
+// driverName is the package name of drv's type, for NewLocker.
+func driverName(drv any) string {
+	t := reflect.TypeOf(drv)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if p := t.PkgPath(); p != "" {
+		return path.Base(p)
+	}
+	return t.String()
+}
+
 // Close releases every lease still held (best effort, token-checked; in
 // batches where the driver releases in batches), stops the watchdog and the
 // background releases, and closes the driver. Acquire calls after Close fail with
@@ -167,49 +185,6 @@ func (l *Locker) leaseReleasing(ls *Lease) { l.watchdog.remove(ls) }
 func (l *Locker) leaseEnded(ls *Lease) {
 	l.watchdog.remove(ls)
 	l.untrack(ls)
-}
-
-// settingsFor validates name and opts against the Locker's defaults and
-// the backend's capabilities.
-func (l *Locker) settingsFor(name string, opts []Option) (settings, error) {
-	if err := l.usable(); err != nil {
-		return settings{}, err
-	}
-	if err := validName(name); err != nil {
-		return settings{}, err
-	}
-	s := l.defaults
-	s.logger, s.clock = nil, nil // to see whether opts set one
-	s = s.with(opts)
-	if s.err != nil {
-		return settings{}, s.err
-	}
-	if s.logger != nil {
-		return settings{}, invalid("WithLogger applies to a Locker (Open, NewLocker), not to one acquire")
-	}
-	if s.clock != nil {
-		return settings{}, invalid("WithClock applies to a Locker (Open, NewLocker), not to one acquire")
-	}
-	var err error
-	if s.ttl, err = l.backendTTL(s.ttl); err != nil {
-		return settings{}, err
-	}
-	return s, nil
-}
-
-// backendTTL checks a valid ttl against the backend's minimum and rounds it
-// up to the backend's granularity.
-func (l *Locker) backendTTL(ttl time.Duration) (time.Duration, error) {
-	if l.caps.MinTTL > 0 && ttl < l.caps.MinTTL {
-		if why := l.caps.MinTTLWhy; why != "" {
-			return 0, invalid("ttl %s is below this backend's minimum %s: %s", ttl, l.caps.MinTTL, why)
-		}
-		return 0, invalid("ttl %s is below this backend's minimum %s", ttl, l.caps.MinTTL)
-	}
-	if g := l.caps.TTLGranularity; g > 0 && ttl%g != 0 {
-		ttl = (ttl/g + 1) * g
-	}
-	return ttl, nil
 }
 
 // unwrapJoin splits an errors.Join result into its parts.

@@ -5,11 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"strconv"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Limits and defaults. Every Option documents how it uses them.
@@ -210,76 +206,4 @@ func WithLogger(logger *slog.Logger) Option {
 		}
 		s.logger = logger
 	}
-}
-
-func validTTL(ttl time.Duration) error {
-	if ttl < MinTTL || ttl > MaxTTL {
-		return invalid("ttl %s out of range [%s, %s]", ttl, MinTTL, MaxTTL)
-	}
-	return nil
-}
-
-// CheckName reports whether name is a valid lock name, by the rule every
-// acquire applies (an ErrInvalidArgument naming the fault): 1 to
-// MaxNameLen bytes of UTF-8, not only whitespace, without control
-// characters, line separators or bidirectional formatting characters.
-// Tools that take a name from a
-// user check it with this before they connect.
-func CheckName(name string) error { return validName(name) }
-
-func validName(name string) error {
-	switch {
-	case name == "":
-		return invalid("lock name is empty")
-	case len(name) > MaxNameLen:
-		return invalid("lock name %s is %d bytes, longer than %d", quoteClip(name), len(name), MaxNameLen)
-	case blank(name):
-		return invalid("lock name %s is only whitespace: it would show as nothing in listings", quoteClip(name))
-	case !printable(name):
-		return invalid("lock name %q: want printable UTF-8 without control or bidirectional formatting characters", name)
-	}
-	return nil
-}
-
-// blank reports whether s is nothing but whitespace (unicode.IsSpace).
-func blank(s string) bool {
-	return strings.TrimFunc(s, unicode.IsSpace) == ""
-}
-
-// printable reports whether s is valid UTF-8 that displays as what it is:
-// no control characters, no line or paragraph separators, and no
-// bidirectional formatting characters (U+202E and its kin reorder what
-// follows them, so that `dlock ls` or the dashboard would show one name
-// as another).
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || unicode.In(r, unicode.Zl, unicode.Zp) {
-			return false
-		}
-	}
-	return true
-}
-
-// maxShown bounds a value an error message quotes back.
-const maxShown = 64
-
-// clip shortens s to maxShown runes for an error message, so that a
-// rejected 60 KB value is not echoed whole.
-func clip(s string) string {
-	if r := []rune(s); len(r) > maxShown {
-		return string(r[:maxShown]) + "…"
-	}
-	return s
-}
-
-// quoteClip quotes s as %q does, cut to maxShown runes with "…" after
-// the closing quote, so that the quote shows where the value was cut.
-func quoteClip(s string) string {
-	if r := []rune(s); len(r) > maxShown {
-		return strconv.Quote(string(r[:maxShown])) + "…"
-	}
-	return strconv.Quote(s)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"time"
 )
 
 // MaxReaders is how many read grants of one RWMutex can be held at once; a
@@ -73,47 +72,37 @@ func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lease, error) {
 }
 
 func (m *RWMutex) lock(ctx context.Context, s settings) (*Lease, error) {
-	start := time.Now()
-	wctx, cancel := waitContext(ctx, start, s.wait)
-	defer cancel()
-	gate, err := m.l.acquire(ctx, key(m.name, KindWrite), remaining(s, start))
+	w, wctx := m.l.waitFor(ctx, m.name, s)
+	defer w.close()
+	gate, err := m.l.acquire(ctx, key(m.name, KindWrite), w.remaining())
 	if err != nil {
 		return nil, err
 	}
-	w := newReleaseWait(m.l, s, true)
-	defer w.stop()
+	w.mayTake = true
 	var readers []Holder // the readers still in, as last seen
-	for {
+	ls, err := w.run(ctx, wctx, func(wctx context.Context, got *Lease) sight {
+		if got != nil { // queued on a reader's key and got it: it has left
+			_ = got.Release(context.WithoutCancel(ctx))
+		}
 		hs, err := m.l.holdersOf(wctx, m.name, KindWrite, 0)
 		if err == nil && gate.Err() != nil {
 			err = gate.Err() // lost while readers left
 		}
-		if err != nil {
-			_ = gate.Release(context.WithoutCancel(ctx))
-			if wctx.Err() != nil && len(readers) > 0 {
-				return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
-			}
-			return nil, err
+		switch {
+		case err != nil && wctx.Err() != nil && len(readers) > 0:
+			return sight{err: w.heldBy(ctx, readers[0])}
+		case err != nil:
+			return sight{err: err}
 		}
 		if readers = only(hs, KindRead); len(readers) == 0 {
-			return gate, nil
+			return sight{lease: gate}
 		}
-		if err := m.l.usable(); err != nil {
-			return nil, err
-		}
-		if s.wait == 0 { // one attempt: the readers are in
-			_ = gate.Release(context.WithoutCancel(ctx))
-			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
-		}
-		slot, err := w.next(wctx, readers)
-		if slot != nil { // queued on a reader's key and got it: it has left
-			_ = slot.Release(context.WithoutCancel(ctx))
-		}
-		if err != nil {
-			_ = gate.Release(context.WithoutCancel(ctx))
-			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
-		}
+		return blocked(readers[0], readers)
+	})
+	if err != nil {
+		_ = gate.Release(context.WithoutCancel(ctx))
 	}
+	return ls, err
 }
 
 // RLock takes a read lock, waiting (WithWait, default DefaultWait) while a
@@ -130,26 +119,24 @@ func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (*Lease, error) {
 }
 
 func (m *RWMutex) rlock(ctx context.Context, s settings) (*Lease, error) {
-	start := time.Now()
-	wctx, cancel := waitContext(ctx, start, s.wait)
-	defer cancel()
-	gs := remaining(s, start)
-	gs.owner = truncateOwner(s.owner, enteringSuffix)
+	w, wctx := m.l.waitFor(ctx, m.name, s)
+	defer w.close()
+	w.mayTake = true
 	for {
+		gs := w.remaining()
+		gs.owner = truncateOwner(s.owner, enteringSuffix)
 		gate, err := m.l.acquire(ctx, key(m.name, KindWrite), gs)
 		if err != nil {
 			return nil, err
 		}
-		ls, err := m.enter(ctx, wctx, gate, s, start)
+		ls, err := m.enter(ctx, wctx, &w, gate, s)
 		_ = gate.Release(context.WithoutCancel(ctx))
 		if !errors.Is(err, errGateLost) {
 			return ls, err
 		}
 		if wctx.Err() != nil {
-			return nil, heldBy(ctx, m.name, Holder{Name: m.name, Kind: KindWrite, Slot: -1, TTL: -1}, time.Since(start))
+			return nil, w.heldBy(ctx, Holder{Name: m.name, Kind: KindWrite, Slot: -1, TTL: -1})
 		}
-		gs = remaining(s, start)
-		gs.owner = truncateOwner(s.owner, enteringSuffix)
 	}
 }
 
@@ -157,46 +144,55 @@ func (m *RWMutex) rlock(ctx context.Context, s settings) (*Lease, error) {
 // read grant was confirmed; it leaves and enters again.
 var errGateLost = errors.New("dlock: write key lost while entering to read")
 
-// enter takes a free read key while the reader holds the write key.
-func (m *RWMutex) enter(ctx, wctx context.Context, gate *Lease, s settings, start time.Time) (*Lease, error) {
-	w := newReleaseWait(m.l, s, true)
-	defer w.stop()
-	once := s.wait == 0
-	s.wait = 0
+// enter takes a free read key while the reader holds the write key,
+// waiting through w while MaxReaders readers are in.
+func (m *RWMutex) enter(ctx, wctx context.Context, w *waiter, gate *Lease, s settings) (*Lease, error) {
+	defer w.reset() // entering again is a new wait
+	s.wait = 0      // each read key is one attempt
+	return w.run(ctx, wctx, func(wctx context.Context, got *Lease) sight {
+		sg := sight{lease: got} // a read key the backend's queue granted
+		if got == nil {
+			sg = m.takeSlot(wctx, s)
+		}
+		if sg.lease == nil {
+			return sg
+		}
+		return m.admit(ctx, gate, sg.lease)
+	})
+}
+
+// takeSlot takes a free read key, or names the readers in the way when
+// MaxReaders are in.
+func (m *RWMutex) takeSlot(ctx context.Context, s settings) sight {
 	for {
-		hs, err := m.l.holdersOf(wctx, m.name, KindRead, 0)
+		hs, err := m.l.holdersOf(ctx, m.name, KindRead, 0)
 		if err != nil {
-			return nil, err
+			return sight{err: err}
 		}
 		readers := only(hs, KindRead)
-		var ls *Lease
-		if slot, ok := freeSlot(readers); ok {
-			ls, err = m.l.acquire(wctx, key(m.name, KindRead, slot), s)
-			if errors.Is(err, ErrNotAcquired) {
-				continue // an expired reader's key, gone by now or soon
-			}
-		} else if once {
-			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
-		} else if ls, err = w.next(wctx, readers); err != nil {
-			return nil, heldBy(ctx, m.name, readers[0], time.Since(start))
+		slot, ok := freeSlot(readers)
+		if !ok {
+			return blocked(readers[0], readers)
 		}
-		if err != nil {
-			return nil, err
+		ls, err := m.l.acquire(ctx, key(m.name, KindRead, slot), s)
+		if !errors.Is(err, ErrNotAcquired) {
+			return sight{lease: ls, err: err}
 		}
-		if ls == nil {
-			continue // a reader may have left: look again
-		}
-		// The write key must still be ours now that the read key is
-		// confirmed: then a writer that takes it later finds this reader
-		// in its listing. Local expiry is earlier than the backend's, so
-		// this errs on the safe side.
-		if gate.Err() != nil || !m.l.now().Before(gate.Expires()) {
-			_ = ls.Release(context.WithoutCancel(ctx))
-			return nil, errGateLost
-		}
-		ls.shown.Store(gate.Fence())
-		return ls, nil
+		// An expired reader's key, gone by now or soon: look again.
 	}
+}
+
+// admit keeps a read grant if the write key is still the reader's now
+// that the read key is confirmed: then a writer that takes the write key
+// later finds this reader in its listing. Local expiry is earlier than
+// the backend's, so this errs on the safe side.
+func (m *RWMutex) admit(ctx context.Context, gate, ls *Lease) sight {
+	if gate.Err() != nil || !m.l.now().Before(gate.Expires()) {
+		_ = ls.Release(context.WithoutCancel(ctx))
+		return sight{err: errGateLost}
+	}
+	ls.shown.Store(gate.Fence())
+	return sight{lease: ls}
 }
 
 // freeSlot picks a read slot nobody in readers holds, at random.

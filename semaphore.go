@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"time"
 )
 
 // MaxPermits bounds a Semaphore's permit count.
@@ -69,9 +68,8 @@ func (m *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lease, error)
 }
 
 func (m *Semaphore) acquire(ctx context.Context, s settings) (*Lease, error) {
-	start := time.Now()
-	wctx, cancel := waitContext(ctx, start, s.wait)
-	defer cancel()
+	w, wctx := m.l.waitFor(ctx, m.name, s)
+	defer w.close()
 	hs, err := m.l.holdersOf(wctx, m.name, KindPermit, m.permits)
 	if err != nil {
 		return nil, err
@@ -82,39 +80,35 @@ func (m *Semaphore) acquire(ctx context.Context, s settings) (*Lease, error) {
 		}
 	}
 	if s.wait == 0 {
-		return nil, heldBy(ctx, m.name, first(hs, KindPermit), time.Since(start))
+		return nil, w.heldBy(ctx, first(hs, KindPermit))
 	}
 	// Queue behind earlier waiters, then wait for a permit at the head.
-	q, err := m.l.acquire(ctx, key(m.name, KindQueue), remaining(s, start))
+	q, err := m.l.acquire(ctx, key(m.name, KindQueue), w.remaining())
 	if err != nil {
 		return nil, err
 	}
 	defer q.Release(context.WithoutCancel(ctx))
-	w := newReleaseWait(m.l, s, true)
-	defer w.stop()
-	for {
-		hs, err := m.l.holdersOf(wctx, m.name, KindPermit, m.permits)
-		if err != nil {
-			if wctx.Err() != nil && len(hs) > 0 {
-				return nil, heldBy(ctx, m.name, first(hs, KindPermit), time.Since(start))
-			}
-			return nil, err
+	w.mayTake = true
+	return w.run(ctx, wctx, func(wctx context.Context, got *Lease) sight {
+		if got != nil {
+			return sight{lease: got} // queued on a held permit and granted it
 		}
-		ls, unlisted, err := m.tryFree(wctx, hs, s)
-		if ls != nil || err != nil {
-			return ls, err
-		}
-		if err := m.l.usable(); err != nil {
-			return nil, err
-		}
-		ls, err = w.next(wctx, append(only(hs, KindPermit), unlisted...))
-		if ls != nil {
-			return ls, nil // queued on a held permit and granted it
-		}
-		if err != nil {
-			return nil, heldBy(ctx, m.name, first(hs, KindPermit), time.Since(start))
-		}
+		return m.look(wctx, s)
+	})
+}
+
+// look takes a free permit if the listing shows one, or names the
+// permits in the way.
+func (m *Semaphore) look(ctx context.Context, s settings) sight {
+	hs, err := m.l.holdersOf(ctx, m.name, KindPermit, m.permits)
+	if err != nil {
+		return sight{err: err}
 	}
+	ls, unlisted, err := m.tryFree(ctx, hs, s)
+	if ls != nil || err != nil {
+		return sight{lease: ls, err: err}
+	}
+	return blocked(first(hs, KindPermit), append(only(hs, KindPermit), unlisted...))
 }
 
 // TryAcquire makes one attempt: a permit if one is free now.
@@ -172,44 +166,4 @@ func (m *Semaphore) ForceRelease(ctx context.Context, slot int) (evicted Holder,
 // String describes the semaphore, e.g. `semaphore "jobs" (4 permits)`.
 func (m *Semaphore) String() string {
 	return fmt.Sprintf("semaphore %q (%d permits)", m.name, m.permits)
-}
-
-// remaining is s with its wait reduced by the time since start.
-func remaining(s settings, start time.Time) settings {
-	if s.wait != Forever && s.wait != 0 {
-		s.wait = max(s.wait-time.Since(start), time.Nanosecond)
-	}
-	return s
-}
-
-// holds reports whether hs has a grant of kind k.
-func holds(hs []Holder, k Kind) bool {
-	for _, h := range hs {
-		if h.Kind == k {
-			return true
-		}
-	}
-	return false
-}
-
-// only returns the grants of kind k in hs.
-func only(hs []Holder, k Kind) []Holder {
-	var out []Holder
-	for _, h := range hs {
-		if h.Kind == k {
-			out = append(out, h)
-		}
-	}
-	return out
-}
-
-// first returns the first grant of kind k in hs (a zero Holder of that
-// kind when there is none).
-func first(hs []Holder, k Kind) Holder {
-	for _, h := range hs {
-		if h.Kind == k {
-			return h
-		}
-	}
-	return Holder{Kind: k, Slot: -1, TTL: -1}
 }

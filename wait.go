@@ -2,97 +2,105 @@ package dlock
 
 import (
 	"context"
-	cryptorand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
 )
 
-// Acquire takes the named lock, waiting while it is held: until it is
-// granted, ctx is done, or the wait bound (WithWait, default DefaultWait)
-// runs out. A lock that stays held yields an error matching ErrNotAcquired
-// (errors.As gives a *HeldError naming the holder); a canceled ctx yields
-// one that matches both ErrNotAcquired and ctx's error.
+// waiter is the package's one wait engine. Every call that waits goes
+// through it: Acquire, TryAcquire and AcquireAll (a plain lock, and every
+// key a primitive takes), Semaphore.Acquire, RWMutex.Lock and RLock,
+// Election.Campaign, and Election.Observe between its looks.
 //
-// Only a backend's positive answer that someone else holds the lock
-// becomes ErrNotAcquired. A backend that fails, or does not answer before
-// ctx or the wait bound ends, yields an error matching ErrBackend (and
-// ctx's error) instead, so an outage never reads as "held". An error that
-// retrying cannot cure (driver.ErrPermanent: missing schema, failed
-// authentication) ends the wait at once. The call returns by ctx's
-// deadline: whatever an abandoned attempt may have won is released in
-// the background.
+// A wait alternates looks, which are its caller's (one attempt on a key;
+// or a listing of a primitive's holders and attempts on the free keys),
+// with waits, which are the engine's, chosen for the backend at hand:
 //
-// ctx bounds the wait only, never the lease: the lease lives until
-// Release, loss, or Locker.Close.
+//   - in the backend's own queue (driver.Queuer), which hands the lock
+//     over in its order: a plain lock's attempts wait there themselves
+//     (see attemptQueue); a primitive's wait that may take what it waits
+//     for (a permit, a read slot) queues on every key in its way at once
+//     when the backend queues but sends no release notifications
+//     (see queue);
+//   - else until a release notification (driver.Notifier) on a key in
+//     the way: a key not yet watched is subscribed to first and the
+//     caller looks again at once, so that a release in between is never
+//     missed;
+//   - else, and as the fallback, for a capped exponential backoff with
+//     full jitter (WithBackoff) that never sleeps past the shortest TTL
+//     in the way: expiry notifies nobody.
 //
-// Waiters are woken by the release itself on backends that notify
-// (driver.Notifier) and queue fairly where the backend queues
-// (driver.Queuer); otherwise, and as a fallback, they poll with capped
-// exponential backoff and full jitter, never sleeping past the holder's
-// remaining TTL. Every attempt of one call uses the same token, so an
-// attempt whose reply was lost is recognised as a grant on the next one;
-// an attempt abandoned mid-flight is released, best effort.
-func (l *Locker) Acquire(ctx context.Context, name string, opts ...Option) (*Lease, error) {
-	s, err := l.settingsFor(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	ctx, t := l.traceAcquire(ctx, name, KindMutex, s)
-	ls, err := l.acquire(ctx, name, s)
-	return t.done(ls, err)
+// The wait ends with a look's grant or final error, when the Locker is
+// closed, or when ctx or the wait bound (WithWait) runs out: then with
+// the error naming the holder last seen in the way (a *HeldError), or
+// saying that the backend failed or never answered (see giveUp).
+type waiter struct {
+	l *Locker
+	// name is the lock's or primitive's name, as errors show it.
+	name  string
+	s     settings
+	start time.Time
+	// cancel ends the wait's context (see waitFor).
+	cancel context.CancelFunc
+	// mayTake: the wait may take a key in its way (a permit, a read
+	// slot) from the backend's queue (see queuer).
+	mayTake bool
+	subs    map[string]subscription
+	// attempt counts the backoff sleeps so far: the backoff's exponent.
+	attempt int
+	// What the looks saw: the holder the backend last named (answered
+	// is true once it named one), and the failure that stood in for an
+	// answer on the last look.
+	blame    Holder
+	answered bool
+	failed   error
+	// token is the request of the attempts on one key (zero for a
+	// primitive's wait): what they may have won unseen (a reply lost, an
+	// attempt abandoned mid-flight) is released when the wait ends
+	// without a grant.
+	token driver.Request
 }
 
-// TryAcquire makes exactly one attempt to take the named lock. When it is
-// held the error matches ErrNotAcquired and carries a *HeldError.
-func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...Option) (*Lease, error) {
-	s, err := l.settingsFor(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	s.wait = 0
-	ctx, t := l.traceAcquire(ctx, name, KindMutex, s)
-	ls, err := l.acquire(ctx, name, s)
-	return t.done(ls, err)
+// sight is what one look saw: a grant (lease), a final error (err), or
+// the grants in the way (held).
+type sight struct {
+	lease *Lease
+	err   error
+	// held are the grants in the way: the wait watches or queues on
+	// their keys and never sleeps past their TTLs.
+	held []Holder
+	// blame is the holder an error names if the wait ends now; answered
+	// is true when the backend named it.
+	blame    Holder
+	answered bool
+	// failed is the failure that stood in for an answer: the backend
+	// failed, or did not answer before the wait's context ended.
+	failed error
+	// queued: the look waited in the backend's queue itself.
+	queued bool
 }
 
-func (l *Locker) acquire(ctx context.Context, name string, s settings) (*Lease, error) {
-	req := driver.Request{Name: name, Token: newToken(), Owner: s.owner, TTL: s.ttl}
-	start := time.Now()
-	wctx, cancel := waitContext(ctx, start, s.wait)
-	defer cancel()
-	if q, ok := l.drv.(driver.Queuer); ok && s.wait > 0 {
-		return l.acquireQueued(ctx, wctx, q, req, s, start)
-	}
-	w := waiter{locker: l, name: name, s: s}
-	defer w.stop()
-	for attempt := 0; ; attempt++ {
-		sent := l.clock.Now()
-		g, err := l.drv.TryAcquire(wctx, req)
-		if err == nil && g.Acquired {
-			if since := onClock(l.clock, g.Since); !g.Since.IsZero() && since.Before(sent) {
-				sent = since // the grant rides on an older renewal (a shared lease)
-			}
-			return l.granted(req, g, sent, s)
-		}
-		w.record(g, err)
-		if s.wait == 0 || wctx.Err() != nil || errors.Is(err, driver.ErrPermanent) {
-			return nil, l.notAcquired(ctx, req, w, start)
-		}
-		if err := l.usable(); err != nil { // closed while we waited
-			if w.lastErr != nil {
-				l.cleanup(req)
-			}
-			return nil, err
-		}
-		if err := w.pause(wctx, attempt); err != nil {
-			return nil, l.notAcquired(ctx, req, w, start)
-		}
-	}
+// blocked is the sight of a look that found held in the way; an error
+// names blame if the wait ends now.
+func blocked(blame Holder, held []Holder) sight {
+	return sight{held: held, blame: blame, answered: true}
+}
+
+// newWaiter starts a wait for name (the name errors show) without a
+// context of its own.
+func (l *Locker) newWaiter(name string, s settings) waiter {
+	return waiter{l: l, name: name, s: s, start: time.Now()}
+}
+
+// waitFor starts a wait for name under ctx and returns it with the
+// context it runs under: ctx bounded by s.wait from now. close ends both.
+func (l *Locker) waitFor(ctx context.Context, name string, s settings) (waiter, context.Context) {
+	w := l.newWaiter(name, s)
+	wctx, cancel := waitContext(ctx, w.start, s.wait)
+	w.cancel = cancel
+	return w, wctx
 }
 
 // waitContext bounds ctx by the wait; Forever adds no bound. A single
@@ -110,65 +118,110 @@ func waitContext(ctx context.Context, start time.Time, wait time.Duration) (cont
 	return context.WithDeadline(ctx, start.Add(wait))
 }
 
-// granted turns a confirmed grant into a live lease.
-func (l *Locker) granted(req driver.Request, g driver.Grant, sent time.Time, s settings) (*Lease, error) {
-	ls := newLease(l, req, g, sent, s.autoRefresh)
-	if !l.track(ls) {
-		l.cleanup(req)
-		return nil, invalid("Locker is closed")
+// remaining is the wait's settings with the wait reduced by the time
+// since it began, for a grant taken on the way (a semaphore's queue
+// place, an RWMutex's write key).
+func (w *waiter) remaining() settings {
+	s := w.s
+	if s.wait != Forever && s.wait != 0 {
+		s.wait = max(s.wait-time.Since(w.start), time.Nanosecond)
 	}
-	if sw, ok := l.drv.(driver.SessionWatcher); ok {
-		sw.WatchSession(req.Token, func() { ls.lose(LostSession, errSessionGone) })
-	}
-	if !s.autoRefresh && ls.window < ls.ttl {
-		return l.confirm(ls)
-	}
-	return ls, nil
+	return s
 }
 
-// confirm extends a provisional grant (driver.Grant.Window) to its TTL
-// before the acquire returns, for a lease no watchdog will refresh: its
-// holder was promised the TTL. A grant that can no longer be extended is
-// released and reported as the backend error it is.
-func (l *Locker) confirm(ls *Lease) (*Lease, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), ls.Expires().Sub(l.clock.Now()))
-	defer cancel()
-	if err := ls.Refresh(ctx, ls.ttl); err != nil {
-		_ = ls.Release(context.Background())
-		return nil, backend("acquire", ls.Name(), fmt.Errorf("confirming a hand-off: %w", err))
+// run looks (under wctx, the wait's context) until a look grants or
+// fails, and waits between looks, as waiter's doc says; ctx is the
+// caller's, whose end the error reports. got, passed to the next look, is
+// a key in the way that the backend's queue handed over: the look keeps
+// it or gives it back.
+func (w *waiter) run(ctx, wctx context.Context, look func(ctx context.Context, got *Lease) sight) (*Lease, error) {
+	var got *Lease
+	for {
+		sg := look(wctx, got)
+		if sg.lease != nil || sg.err != nil {
+			return sg.lease, sg.err
+		}
+		w.note(sg)
+		if w.over(wctx, sg) {
+			return nil, w.giveUp(ctx)
+		}
+		if err := w.l.usable(); err != nil { // closed while we waited
+			if w.failed != nil {
+				w.giveBack()
+			}
+			return nil, err
+		}
+		var err error
+		if got, err = w.between(wctx, sg); err != nil {
+			return nil, w.giveUp(ctx)
+		}
 	}
-	return ls, nil
 }
 
-// notAcquired releases whatever the call may have won (an attempt may have
-// been applied although its reply was lost) and builds the error. Only a
-// positive answer from the backend ("held by X") becomes a *HeldError: a
-// failed attempt, or a wait that ended before the backend ever answered,
-// is an error matching ErrBackend (and the context's error), never a
-// conflict — a caller that skips its work on ErrNotAcquired must not skip
-// it silently for as long as an outage lasts.
-func (l *Locker) notAcquired(ctx context.Context, req driver.Request, w waiter, start time.Time) error {
-	if w.lastErr != nil || ctx.Err() != nil {
-		l.cleanup(req)
+// note keeps what a look saw: the holder the backend named, or the
+// failure that stood in for an answer.
+func (w *waiter) note(sg sight) {
+	w.failed = sg.failed
+	if sg.answered {
+		w.blame, w.answered = sg.blame, true
 	}
-	waited := time.Since(start)
+}
+
+// over reports whether the wait ends after sg: a single attempt, the
+// end of the wait's context, a failure that retrying cannot cure
+// (driver.ErrPermanent), or a queue that let go without a grant or a
+// failure: it waited as long as it could.
+func (w *waiter) over(wctx context.Context, sg sight) bool {
+	return w.s.wait == 0 || wctx.Err() != nil || errors.Is(sg.failed, driver.ErrPermanent) || (sg.queued && sg.failed == nil)
+}
+
+// giveUp ends a wait that got nothing: it gives back what an attempt may
+// have won unseen, and returns the error. Only a positive answer from the
+// backend ("held by X") becomes a *HeldError: a failed attempt, or a wait
+// that ended before the backend ever answered, is an error matching
+// ErrBackend (and the context's error), never a conflict — a caller that
+// skips its work on ErrNotAcquired must not skip it silently for as long
+// as an outage lasts.
+func (w *waiter) giveUp(ctx context.Context) error {
+	if w.failed != nil || ctx.Err() != nil {
+		w.giveBack()
+	}
+	waited := time.Since(w.start)
 	switch {
-	case w.lastErr != nil && !isCtxErr(w.lastErr):
-		return backend("acquire", parseKey(req.Name).name, w.lastErr)
-	case !w.heldSeen:
-		return unanswered(parseKey(req.Name).name, waited, w.lastErr, ctx)
+	case w.failed != nil && !isCtxErr(w.failed):
+		return backend("acquire", w.name, w.failed)
+	case !w.answered:
+		return unanswered(w.name, waited, w.failed, ctx)
 	}
-	held := &HeldError{Holder: holderFrom(w.held), Waited: waited}
-	ki := parseKey(req.Name) // the grant's kind is the key's, whatever the driver filled in
-	held.Name, held.Kind, held.Permits, held.Slot = ki.name, ki.kind, ki.permits, ki.slot
+	return heldError(ctx, w.name, w.blame, waited)
+}
+
+// giveBack releases, in the background, whatever the attempts on the
+// wait's token may have won unseen.
+func (w *waiter) giveBack() {
+	if w.token.Token != "" {
+		w.l.cleanup(w.token)
+	}
+}
+
+// heldBy is the error of a wait that ends with h in its way.
+func (w *waiter) heldBy(ctx context.Context, h Holder) error {
+	return heldError(ctx, w.name, h, time.Since(w.start))
+}
+
+// heldError is a *HeldError naming h as the holder of name, joined with
+// ctx's error when ctx ended the wait.
+func heldError(ctx context.Context, name string, h Holder, waited time.Duration) error {
+	held := &HeldError{Holder: h, Waited: waited}
+	held.Name = name
 	if err := ctx.Err(); err != nil {
 		return errors.Join(held, err)
 	}
 	return held
 }
 
-// unanswered is the error of an acquire that ended (deadline, wait bound
-// or cancellation) before the backend answered at all.
+// unanswered is the error of a wait that ended (deadline, wait bound or
+// cancellation) before the backend answered at all.
 func unanswered(name string, waited time.Duration, cause error, ctx context.Context) error {
 	if cause == nil {
 		cause = ctx.Err()
@@ -186,125 +239,38 @@ func isCtxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-func (l *Locker) acquireQueued(ctx, wctx context.Context, q driver.Queuer, req driver.Request, s settings, start time.Time) (*Lease, error) {
-	w := waiter{locker: l, name: req.Name, s: s}
-	for attempt := 0; ; attempt++ {
-		sent := l.clock.Now()
-		g, err := q.AcquireWait(wctx, req)
-		if !g.Since.IsZero() {
-			sent = onClock(l.clock, g.Since) // the queue kept the lease alive while it waited
-		}
-		if err == nil && g.Acquired {
-			return l.granted(req, g, sent, s)
-		}
-		// A queue that ended with the context reports the holder it
-		// queued behind; with none, the backend never answered.
-		if g.Holder != (driver.Holder{}) {
-			w.held, w.heldSeen = g.Holder, true
-		}
-		w.lastErr = err
-		if err != nil && isCtxErr(err) && wctx.Err() != nil {
-			l.cleanup(req)
-			return nil, l.notAcquired(ctx, req, w, start)
-		}
-		// A transport failure mid-wait (a server restart, a dropped
-		// connection) is retried within the wait bound, as the polling
-		// loop does; the driver has given up its place in the queue.
-		if err == nil || wctx.Err() != nil || errors.Is(err, driver.ErrPermanent) || l.usable() != nil {
-			return nil, l.notAcquired(ctx, req, w, start)
-		}
-		if w.sleep(wctx, attempt) != nil {
-			return nil, l.notAcquired(ctx, req, w, start)
-		}
+// between waits between two looks, as sg calls for (see waiter). A key
+// in the way that the backend's queue granted is handed over as got.
+func (w *waiter) between(wctx context.Context, sg sight) (got *Lease, err error) {
+	if sg.failed != nil { // no answer to wait on: back off, woken by what is watched
+		return nil, w.sleep(wctx, -1)
 	}
+	if q := w.queuer(sg.held); q != nil {
+		if got, err = w.queue(wctx, q, sg.held); got != nil || err != nil {
+			return got, err
+		}
+		return nil, w.sleep(wctx, -1) // a queue failed: look again after the backoff
+	}
+	return nil, w.pause(wctx, sg.held)
 }
 
-// sleep waits the backoff before attempt's retry, or until ctx is done.
-func (w *waiter) sleep(ctx context.Context, attempt int) error {
-	t := time.NewTimer(w.backoff(attempt))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// reset ends every subscription and restarts the backoff, for a new wait
+// of the same call (a reader entering again).
+func (w *waiter) reset() {
+	for _, s := range w.subs {
+		s.stop()
 	}
+	clear(w.subs)
+	w.attempt = 0
 }
 
-// waiter holds the state of one waiting Acquire: the subscription to
-// release notifications, the last holder seen, the last backend error.
-type waiter struct {
-	locker  *Locker
-	name    string
-	s       settings
-	notify  <-chan struct{}
-	unwatch func()
-	held    driver.Holder
-	// heldSeen is true once the backend positively answered "held".
-	heldSeen bool
-	lastErr  error
-}
+// again restarts the backoff: something changed, so look again soon.
+func (w *waiter) again() { w.attempt = 0 }
 
-// record keeps the outcome of one failed attempt: a holder the backend
-// named, or the error that stood in for an answer.
-func (w *waiter) record(g driver.Grant, err error) {
-	if err != nil {
-		w.lastErr = err
-		return
+// close ends the wait: its subscriptions and its context.
+func (w *waiter) close() {
+	w.reset()
+	if w.cancel != nil {
+		w.cancel()
 	}
-	w.held, w.heldSeen, w.lastErr = g.Holder, true, nil
-}
-
-// pause waits before the next attempt: for a release notification, the
-// backoff timer, or the end of the wait. The first pause only subscribes,
-// so that the next attempt happens with the subscription in place.
-func (w *waiter) pause(ctx context.Context, attempt int) error {
-	if w.unwatch == nil {
-		if n, ok := w.locker.drv.(driver.Notifier); ok && w.lastErr == nil {
-			ch, stop, err := n.Watch(ctx, w.name)
-			if err == nil {
-				w.notify, w.unwatch = ch, stop
-				return nil
-			}
-		}
-	}
-	t := time.NewTimer(w.backoff(attempt))
-	defer t.Stop()
-	select {
-	case <-w.notify:
-		return nil
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// backoff is capped exponential with full jitter, and never longer than
-// the holder's remaining TTL (expiry sends no notification).
-func (w *waiter) backoff(attempt int) time.Duration {
-	ceil := w.s.backoffMin << min(attempt, 20)
-	if ceil > w.s.backoffMax || ceil <= 0 {
-		ceil = w.s.backoffMax
-	}
-	d := rand.N(ceil) + 1
-	if w.lastErr == nil && w.held.TTL >= 0 && w.held.TTL+time.Millisecond < d {
-		d = w.held.TTL + time.Millisecond
-	}
-	return d
-}
-
-func (w *waiter) stop() {
-	if w.unwatch != nil {
-		w.unwatch()
-	}
-}
-
-// newToken returns 128 bits from crypto/rand, hex-encoded. crypto/rand.Read
-// never fails on supported platforms (it panics internally if the kernel
-// cannot supply randomness), so there is no error path to get wrong.
-func newToken() string {
-	var b [16]byte
-	_, _ = cryptorand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

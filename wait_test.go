@@ -174,3 +174,54 @@ func TestAbandonedAttemptReleased(t *testing.T) {
 	}
 	expectFree(t, memLocker(t, store), "job")
 }
+
+// endingNotifier is a countingDriver that offers release notifications
+// but ends every subscription at once (its channel closed), as a notifier
+// whose connection dropped might.
+type endingNotifier struct {
+	*countingDriver
+	watches atomic.Int64
+}
+
+func (d *endingNotifier) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if d.attempts.Load() > 100_000 {
+		// A waiter that never sleeps never lets a synctest bubble's
+		// clock advance: crash with a reason instead of hanging.
+		panic("wait hot loop: 100000 attempts")
+	}
+	return d.countingDriver.TryAcquire(ctx, req)
+}
+
+func (d *endingNotifier) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+	d.watches.Add(1)
+	ch := make(chan struct{})
+	close(ch)
+	return ch, func() {}, nil
+}
+
+// TestEndedSubscriptionIsPolled: a waiter whose release subscription the
+// driver ended polls with its backoff from then on, instead of taking the
+// closed channel for a release again and again.
+func TestEndedSubscriptionIsPolled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memlock.NewStore()
+		holder := memLocker(t, store)
+		d := &endingNotifier{countingDriver: newCounting(t, store)}
+		waiter := wrap(t, d)
+		defer waiter.Close()
+		if _, err := holder.Acquire(t.Context(), "job", dlock.WithTTL(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := waiter.Acquire(t.Context(), "job", dlock.WithWait(10*time.Second), dlock.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
+		if !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("Acquire = %v, want ErrNotAcquired after the 10s wait", err)
+		}
+		// Mean sleep at the cap is 50ms: about 200 attempts in 10s.
+		if n := d.attempts.Load(); n < 120 || n > 400 {
+			t.Errorf("%d attempts in 10s with backoff capped at 100ms, want about 200", n)
+		}
+		if n := d.watches.Load(); n != 1 {
+			t.Errorf("%d subscriptions, want 1: an ended one is not renewed in the same wait", n)
+		}
+	})
+}
