@@ -114,3 +114,42 @@ func (l *Locker) Migrate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// MigrateReport creates what the backend's schema lacks, as Migrate does,
+// and names each object it created (none when the schema was in place:
+// dlock migrate prints them). A backend without a schema returns an error
+// matching ErrUnsupported, so that "nothing to migrate" is told apart from
+// "up to date". A driver that migrates without saying what it created
+// reports none.
+func (l *Locker) MigrateReport(ctx context.Context) ([]string, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	switch m := l.drv.(type) {
+	case driver.MigrationReporter:
+		created, err := m.MigrateReport(ctx)
+		if err != nil {
+			return nil, backend("migrate", "schema", err)
+		}
+		return created, nil
+	case driver.Migrator:
+		return nil, l.Migrate(ctx)
+	}
+	return nil, fmt.Errorf("dlock: this backend has no schema to migrate: %w", ErrUnsupported)
+}
+
+// Diagnose runs the backend's checks of its deployment against the
+// settings that break a guarantee (what dlock doctor prints): each Finding
+// names a setting, its value and the fix. A backend that offers no checks
+// returns an error matching ErrUnsupported; a check that cannot run
+// returns the backend's error.
+func (l *Locker) Diagnose(ctx context.Context) ([]driver.Finding, error) {
+	if err := l.usable(); err != nil {
+		return nil, err
+	}
+	d, ok := l.drv.(driver.Diagnoser)
+	if !ok {
+		return nil, fmt.Errorf("dlock: this backend offers no deployment checks: %w", ErrUnsupported)
+	}
+	return d.Diagnose(ctx)
+}

@@ -78,3 +78,36 @@ func newMemLocker(t *testing.T) *dlock.Locker {
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
+
+// TestOptionalAbilities: Diagnose and MigrateReport say ErrUnsupported on
+// a backend without deployment checks or schema (memlock), and Diagnose
+// runs the checks of one that has them (the file backend).
+func TestOptionalAbilities(t *testing.T) {
+	ctx := context.Background()
+	mem, err := memlock.New(memlock.NewStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mem.Close() })
+	if _, err := mem.Diagnose(ctx); !errors.Is(err, dlock.ErrUnsupported) {
+		t.Errorf("memlock Diagnose = %v, want ErrUnsupported", err)
+	}
+	if _, err := mem.MigrateReport(ctx); !errors.Is(err, dlock.ErrUnsupported) {
+		t.Errorf("memlock MigrateReport = %v, want ErrUnsupported", err)
+	}
+	file, err := filelock.New(filepath.Join(t.TempDir(), "locks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = file.Close() })
+	fs, err := file.Diagnose(ctx)
+	if err != nil || len(fs) == 0 {
+		t.Errorf("file Diagnose = %d findings, %v; want its checks", len(fs), err)
+	}
+	if err := file.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.Diagnose(ctx); err == nil {
+		t.Error("Diagnose on a closed Locker succeeded")
+	}
+}

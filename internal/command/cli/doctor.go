@@ -70,15 +70,14 @@ func runDoctor(ctx context.Context, opts *doctorOptions, std *IO) error {
 // url (password redacted).
 func diagnose(ctx context.Context, l *dlock.Locker, url string) (doctorReport, error) {
 	rep := doctorReport{URL: url, Findings: []driver.Finding{}}
-	d, ok := l.Driver().(driver.Diagnoser)
-	if !ok {
+	fs, err := l.Diagnose(ctx)
+	if errors.Is(err, dlock.ErrUnsupported) {
 		return rep, probe(ctx, l)
 	}
-	rep.Checks = true
-	fs, err := d.Diagnose(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("doctor: cannot check %s: %w", rep.URL, err)
 	}
+	rep.Checks = true
 	rep.Findings = append(rep.Findings, fs...)
 	return rep, nil
 }

@@ -2,10 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/driver"
 	"github.com/spf13/cobra"
 )
 
@@ -35,21 +35,13 @@ func runMigrate(ctx context.Context, opts *migrateOptions, std *IO) error {
 
 // migrate creates what l's schema lacks and says what it did.
 func migrate(ctx context.Context, l *dlock.Locker, std *IO) error {
-	if _, ok := l.Driver().(driver.Migrator); !ok {
+	created, err := l.MigrateReport(ctx)
+	if errors.Is(err, dlock.ErrUnsupported) {
 		_, err := fmt.Fprintln(std.Out, "this backend has no schema to migrate; nothing to do")
 		return err
 	}
-	mr, ok := l.Driver().(driver.MigrationReporter)
-	if !ok {
-		if err := l.Migrate(ctx); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintln(std.Out, "schema is in place (created where missing)")
-		return err
-	}
-	created, err := mr.MigrateReport(ctx)
 	if err != nil {
-		return fmt.Errorf("dlock: migrate: %w", err)
+		return err
 	}
 	return reportMigration(std, created)
 }
