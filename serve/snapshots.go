@@ -78,7 +78,7 @@ func (s *Server) dashboardSnapshot(w http.ResponseWriter, r *http.Request) {
 // (at most one per streamMinGap) and every streamInterval. Each client
 // has at most Config.MaxDashboardStreams open.
 func (s *Server) dashboardStream(w http.ResponseWriter, r *http.Request) {
-	_, who := s.roleOf(r)
+	who := clientOf(r).who
 	if !s.viewers.take(who) {
 		w.Header().Set("Retry-After", "10")
 		writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many dashboard streams",
