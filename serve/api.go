@@ -147,23 +147,13 @@ func (s *Server) granted(w http.ResponseWriter, r *http.Request, ls *dlock.Lease
 		_ = ls.Release(context.WithoutCancel(r.Context()))
 		return
 	}
-	e, ok := s.leases.add(ls, permits)
+	e, ok := s.leases.add(ls, permits, s.ownerOf(r))
 	if !ok {
 		_ = ls.Release(context.Background())
 		writeProblem(w, http.StatusServiceUnavailable, "backend", "Server closing", "the server is shutting down")
 		return
 	}
 	writeJSON(w, http.StatusOK, toLease(e, false))
-}
-
-// lookup finds the lease named by the path; false means it answered 404.
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*entry, bool) {
-	e, ok := s.leases.get(r.PathValue("id"))
-	if !ok {
-		writeProblem(w, http.StatusNotFound, "not-found", "Unknown lease",
-			"no lease with this id: it was released, forgotten a minute after it was lost, or never existed")
-	}
-	return e, ok
 }
 
 func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {

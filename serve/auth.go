@@ -1,11 +1,10 @@
 package serve
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"html/template"
 	"net/http"
+	"strconv"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -27,7 +26,8 @@ const (
 
 // roleOf authenticates a request: an admin or client bearer token (header
 // or cookie), or a verified TLS client certificate (mTLS), which is a
-// client. The comparison takes the same time whatever the token.
+// client. The comparison takes the same time whatever the token. The name
+// it returns says who the client is (see clientName) and holds no secret.
 func (s *Server) roleOf(r *http.Request) (role, string) {
 	if c, err := r.Cookie(cookieName); err == nil && r.Header.Get("Authorization") == "" {
 		if ss, ok := s.sessions.get(c.Value, time.Now()); ok {
@@ -35,36 +35,39 @@ func (s *Server) roleOf(r *http.Request) (role, string) {
 		}
 	}
 	if tok := bearer(r); tok != "" {
-		if matchAny(tok, s.cfg.AdminTokens) {
-			return roleAdmin, "token:" + digest(tok)
-		}
-		if matchAny(tok, s.cfg.Tokens) {
-			return roleClient, "token:" + digest(tok)
-		}
-		return roleNone, ""
+		return s.tokenRole(tok)
 	}
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		return roleClient, "cert:" + r.TLS.VerifiedChains[0][0].Subject.String()
+		return roleClient, "certificate " + r.TLS.VerifiedChains[0][0].Subject.String()
 	}
 	if s.cfg.InsecureNoAuth {
-		return roleClient, "addr:" + s.clientAddr(r)
+		return roleClient, "address " + s.clientAddr(r)
 	}
 	return roleNone, ""
 }
 
-func matchAny(tok string, set []string) bool {
-	found := 0
-	for _, t := range set {
-		found |= subtle.ConstantTimeCompare([]byte(tok), []byte(t))
+// tokenRole is the role a token gives and the client it names: "admin
+// token 2" for the second of Config.AdminTokens, "client token 1" for
+// the first of Config.Tokens. The name holds nothing of the token, so it
+// may be logged.
+func (s *Server) tokenRole(tok string) (role, string) {
+	if i := tokenAt(tok, s.cfg.AdminTokens); i > 0 {
+		return roleAdmin, "admin token " + strconv.Itoa(i)
 	}
-	return found == 1
+	if i := tokenAt(tok, s.cfg.Tokens); i > 0 {
+		return roleClient, "client token " + strconv.Itoa(i)
+	}
+	return roleNone, ""
 }
 
-// digest names a token in memory (the rate limiter's key) without
-// keeping the token itself.
-func digest(tok string) string {
-	sum := sha256.Sum256([]byte(tok))
-	return hex.EncodeToString(sum[:8])
+// tokenAt returns tok's position in set, from 1, or 0 if it is not
+// there, comparing it with every token in constant time.
+func tokenAt(tok string, set []string) int {
+	at := 0
+	for i, t := range set {
+		at = subtle.ConstantTimeSelect(subtle.ConstantTimeCompare([]byte(tok), []byte(t)), i+1, at)
+	}
+	return at
 }
 
 // client wraps h: authenticated clients only, within their rate.
@@ -104,7 +107,7 @@ func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
 				"over this client's request rate; retry after the Retry-After seconds")
 			return
 		}
-		h(w, r)
+		h(w, withClient(r, got, who))
 	}
 }
 
@@ -133,8 +136,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	tok := r.PostFormValue("token")
-	if !matchAny(tok, s.cfg.Tokens) && !matchAny(tok, s.cfg.AdminTokens) {
+	rl, who := s.tokenRole(r.PostFormValue("token"))
+	if rl == roleNone {
 		if !s.authFails.fail(addr) {
 			tooManyFailures(w)
 			return
@@ -142,10 +145,6 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		refuse(w)
 		writeLogin(w, http.StatusUnauthorized, "That token is not valid.")
 		return
-	}
-	rl, who := roleClient, "token:"+digest(tok)
-	if matchAny(tok, s.cfg.AdminTokens) {
-		rl = roleAdmin
 	}
 	s.startSession(w, r, rl, who)
 }

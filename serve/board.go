@@ -25,7 +25,20 @@ type boardEvent struct {
 	Fence  uint64    `json:"fence"`
 	Owner  string    `json:"owner"`
 	Reason string    `json:"reason,omitempty"`
+	// Detail is the library's sentence for a loss.
+	Detail string `json:"detail,omitempty"`
 }
+
+// Where a force-release came from, as its event's Reason says.
+const (
+	// forcedOutside: a lease of this server ended with the library's
+	// LostForceReleased and no force-release through this server
+	// followed: dlock release --force, another server, a program.
+	forcedOutside = "outside this server (dlock release --force, another server or program)"
+	// forcedHere prefixes the reason of a force-release through this
+	// server's admin endpoint.
+	forcedHere = "through this server"
+)
 
 // grantPoint is one grant on a name's fence timeline.
 type grantPoint struct {
@@ -34,9 +47,14 @@ type grantPoint struct {
 	Owner string    `json:"owner"`
 }
 
-// waiterJSON is one acquire call waiting in this server.
+// waiterJSON is one waiter the server knows of: an acquire call waiting
+// in this server ("server", since when), or a place in a semaphore's
+// queue that the backend lists ("queue"). A process waiting through the
+// library (dlock run --wait) on another host is neither: the backends
+// do not list their waiters.
 type waiterJSON struct {
 	Owner string     `json:"owner"`
+	Via   string     `json:"via"`
 	Since *time.Time `json:"since,omitempty"`
 }
 
@@ -94,33 +112,55 @@ func (b *board) hooks() dlock.Hooks {
 			b.touch()
 		},
 		Ended: func(ev dlock.EndEvent) {
-			ls := ev.Lease
-			typ := "released"
-			if ev.Reason != dlock.EndReleased {
-				typ = "lost"
-			}
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			e := boardEvent{Time: time.Now(), Type: typ, Name: ls.Name(), Kind: string(ls.Kind()), Fence: ls.Fence(), Owner: ls.Owner()}
-			if typ == "lost" {
-				e.Reason = ev.Reason
-			}
-			b.add(e)
+			b.add(ended(ev))
 			b.touch()
 		},
 	}
 }
 
-// forceReleased records an admin's force-release.
+// ended is the event of a lease's end: released; force-released when the
+// library's loss reason is LostForceReleased (the backend pushed the
+// eviction, or it went through this Locker); else lost, with the
+// library's reason and sentence.
+func ended(ev dlock.EndEvent) boardEvent {
+	ls := ev.Lease
+	e := boardEvent{Time: time.Now(), Type: "released", Name: ls.Name(), Kind: string(ls.Kind()), Fence: ls.Fence(), Owner: ls.Owner()}
+	if ev.Reason == dlock.EndReleased {
+		return e
+	}
+	e.Type, e.Reason = "lost", ev.Reason
+	if ev.Err != nil {
+		e.Detail = ev.Err.Error()
+	}
+	if ev.Reason == dlock.LostForceReleased {
+		e.Type, e.Reason = "force-released", forcedOutside
+	}
+	return e
+}
+
+// forceReleased records a force-release through this server. When it
+// evicted a lease of this server, the lease's end is already on the
+// board, as a force-release from outside: that event is told where it
+// came from instead of a second one added.
 func (b *board) forceReleased(name string, evicted dlock.Holder, ok bool, newFence uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := boardEvent{Time: time.Now(), Type: "force-released", Name: name, Fence: newFence, Reason: "nothing held"}
-	if ok {
-		e.Kind, e.Owner, e.Reason = string(evicted.Kind), evicted.Owner, "evicted fence "+strconv.FormatUint(evicted.Fence, 10)
+	defer b.touch()
+	next := "next fence " + strconv.FormatUint(newFence, 10)
+	if !ok {
+		b.add(boardEvent{Time: time.Now(), Type: "force-released", Name: name, Fence: newFence, Reason: forcedHere + ": nothing held; " + next})
+		return
 	}
-	b.add(e)
-	b.touch()
+	for i := len(b.events) - 1; i >= 0; i-- {
+		if e := &b.events[i]; e.Type == "force-released" && e.Name == name && e.Fence == evicted.Fence && e.Reason == forcedOutside {
+			e.Reason = forcedHere + "; " + next
+			return
+		}
+	}
+	b.add(boardEvent{Time: time.Now(), Type: "force-released", Name: name, Kind: string(evicted.Kind), Fence: evicted.Fence,
+		Owner: evicted.Owner, Reason: forcedHere + "; " + next})
 }
 
 // add appends an event (b.mu held).
@@ -175,7 +215,7 @@ func (s *Server) snapshot(ctx context.Context) snapshot {
 	}
 	for _, h := range s.holders(hs, "") {
 		if h.Kind == string(dlock.KindQueue) {
-			out.Waiters[h.Name] = append(out.Waiters[h.Name], waiterJSON{Owner: h.Owner})
+			out.Waiters[h.Name] = append(out.Waiters[h.Name], waiterJSON{Owner: h.Owner, Via: "queue"})
 			continue
 		}
 		out.Holders = append(out.Holders, h)
@@ -185,7 +225,7 @@ func (s *Server) snapshot(ctx context.Context) snapshot {
 	defer b.mu.Unlock()
 	for w := range b.waiting {
 		since := w.Start.UTC()
-		out.Waiters[w.Name] = append(out.Waiters[w.Name], waiterJSON{Owner: w.Owner, Since: &since})
+		out.Waiters[w.Name] = append(out.Waiters[w.Name], waiterJSON{Owner: w.Owner, Via: "server", Since: &since})
 	}
 	out.Events = make([]boardEvent, 0, len(b.events))
 	for i := len(b.events) - 1; i >= 0; i-- {

@@ -111,7 +111,7 @@ func newEnv(t *testing.T, url string, tweak func(*serve.Config)) *env {
 		ts.CloseClientConnections()
 		ts.Close()
 		_ = l.Close()
-		for _, secret := range []string{clientTok, adminTok, wrongTok} {
+		for _, secret := range []string{clientTok, adminTok, wrongTok, otherTok} {
 			if strings.Contains(e.logs.String(), secret) || strings.Contains(e.all.String(), secret) {
 				t.Errorf("a token appeared in the server's log or a response")
 			}

@@ -23,7 +23,8 @@ type entry struct {
 	streams  int
 	endedAt  time.Time // when the table saw the lease end; zero while held
 	granted  time.Time
-	permits  int // a semaphore permit's semaphore size
+	permits  int    // a semaphore permit's semaphore size
+	owner    string // the client it belongs to (ownerOf)
 }
 
 // leaseTable maps lease ids (random, never the backend token) to leases.
@@ -35,13 +36,14 @@ type leaseTable struct {
 
 func newLeaseTable() *leaseTable { return &leaseTable{m: map[string]*entry{}} }
 
-// add stores a new lease under a new id (128 bits from crypto/rand);
-// false means the table is closed and the lease was not stored.
-func (t *leaseTable) add(ls *dlock.Lease, permits int) (*entry, bool) {
+// add stores a new lease of owner under a new id (128 bits from
+// crypto/rand); false means the table is closed and the lease was not
+// stored.
+func (t *leaseTable) add(ls *dlock.Lease, permits int, owner string) (*entry, bool) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	now := time.Now()
-	e := &entry{id: hex.EncodeToString(b[:]), lease: ls, lastSeen: now, granted: now, permits: permits}
+	e := &entry{id: hex.EncodeToString(b[:]), lease: ls, lastSeen: now, granted: now, permits: permits, owner: owner}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {

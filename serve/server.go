@@ -7,7 +7,9 @@
 // The server holds each lease on the client's behalf with the library
 // (watchdog, fence, loss detection), and keeps it only while its client
 // shows it is alive: an open events stream, or a renew at least once per
-// TTL. A client that vanishes loses its lease within its TTL.
+// TTL. A client that vanishes loses its lease within its TTL. A lease
+// belongs to the client that took it (its token or its certificate):
+// any other is answered as if its lease_id were unknown.
 package serve
 
 import (
@@ -46,16 +48,21 @@ type Config struct {
 	// The server adds its Hooks to it.
 	Locker *dlock.Locker
 	// Tokens are the client bearer tokens; AdminTokens may also
-	// force-release, and are valid as client tokens too.
+	// force-release, and are valid as client tokens too. Each token is
+	// a client of its own: a lease belongs to the token that took it
+	// (another gets 404 for its lease_id), and logs name a token by its
+	// position ("client token 2", "admin token 1"), never by its text.
 	Tokens      []string
 	AdminTokens []string
 	// ClientCerts says that the listener requires and verifies TLS
 	// client certificates (mTLS: tls.RequireAndVerifyClientCert); New
 	// then needs no token. A verified certificate authenticates a client
 	// whether or not this is set; a request without one is refused.
+	// Certificates with the same subject are one client.
 	ClientCerts bool
 	// InsecureNoAuth serves clients without authentication. The CLI
-	// allows it only on a loopback listener.
+	// allows it only on a loopback listener. Every client is then one:
+	// any of them may renew, follow or release any lease.
 	InsecureNoAuth bool
 	// LoopbackOnly says that the server listens on loopback addresses
 	// only: a request whose Host is not a loopback name (localhost,

@@ -97,9 +97,9 @@ func (s *Server) SignInLink() (string, error) {
 	case s.cfg.Dashboard == nil:
 		return "", errors.New("serve: no dashboard (Config.Dashboard) to sign in to")
 	case len(s.cfg.AdminTokens) > 0:
-		return s.signInPath(roleAdmin, "signin-link:admin"), nil
+		return s.signInPath(roleAdmin, "sign-in link (admin)"), nil
 	case len(s.cfg.Tokens) > 0:
-		return s.signInPath(roleClient, "signin-link:client"), nil
+		return s.signInPath(roleClient, "sign-in link (client)"), nil
 	}
 	return "", errors.New("serve: the server has no tokens (Config.Tokens, Config.AdminTokens): there is no sign-in")
 }
@@ -116,8 +116,8 @@ func (s *Server) newSignInLink(w http.ResponseWriter, r *http.Request) {
 			"this server has no dashboard, or no tokens to sign in with")
 		return
 	}
-	rl, who := s.roleOf(r)
-	path := s.signInPath(rl, who)
+	c := clientOf(r)
+	path := s.signInPath(c.role, c.who)
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"

@@ -56,13 +56,17 @@ func (s *Server) current(ctx context.Context) (data []byte, gen uint64, at time.
 	return sh.data, sh.gen, sh.at
 }
 
-// withAge prefixes the snapshot with age_ms, how old it is, so that a
-// viewer counts its TTLs down from when it was taken.
-func withAge(data []byte, at time.Time) []byte {
+// forViewer prefixes the shared snapshot with what is the viewer's own:
+// age_ms, how old the snapshot is, so that the page counts its TTLs down
+// from when it was taken, and can_force_release, whether the viewer is
+// an admin (the page then offers force-release; the endpoint decides).
+func forViewer(data []byte, at time.Time, c client) []byte {
 	age := strconv.FormatInt(time.Since(at).Milliseconds(), 10)
-	out := make([]byte, 0, len(data)+len(age)+12)
+	out := make([]byte, 0, len(data)+len(age)+40)
 	out = append(out, `{"age_ms":`...)
 	out = append(out, age...)
+	out = append(out, `,"can_force_release":`...)
+	out = strconv.AppendBool(out, c.role == roleAdmin)
 	out = append(out, ',')
 	return append(out, data[1:]...)
 }
@@ -71,28 +75,28 @@ func (s *Server) dashboardSnapshot(w http.ResponseWriter, r *http.Request) {
 	data, _, at := s.current(r.Context())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(withAge(data, at))
+	_, _ = w.Write(forViewer(data, at, clientOf(r)))
 }
 
 // dashboardStream sends the shared snapshot at once, after every change
 // (at most one per streamMinGap) and every streamInterval. Each client
 // has at most Config.MaxDashboardStreams open.
 func (s *Server) dashboardStream(w http.ResponseWriter, r *http.Request) {
-	_, who := s.roleOf(r)
-	if !s.viewers.take(who) {
+	c := clientOf(r)
+	if !s.viewers.take(c.who) {
 		w.Header().Set("Retry-After", "10")
 		writeProblem(w, http.StatusTooManyRequests, "rate-limited", "Too many dashboard streams",
 			fmt.Sprintf("this client has %d dashboard streams open already; close one, or poll GET /v1/dashboard", s.cfg.MaxDashboardStreams))
 		return
 	}
-	defer s.viewers.give(who)
+	defer s.viewers.give(c.who)
 	f, ok := sse(w)
 	if !ok {
 		return
 	}
 	for {
 		data, gen, at := s.current(r.Context())
-		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", withAge(data, at)); err != nil {
+		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", forViewer(data, at, c)); err != nil {
 			return
 		}
 		f.Flush()

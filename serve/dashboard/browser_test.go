@@ -72,6 +72,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("report's TTL cell = %q, want a countdown in seconds", got)
 	}
 	waitVisible(t, ctx, `#events li[data-type="granted"][data-name="report"]`)
+	if n := evalJS[int](t, ctx, `document.querySelectorAll("#holders button.force").length`); n != 0 {
+		t.Errorf("a client (not an admin) sees %d force-release buttons", n)
+	}
 	waitVisible(t, ctx, `#timeline figure[data-name="report"] circle`)
 
 	// A waiter queued behind a holder shows under the name.
@@ -108,15 +111,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// A lease this server did not grant (taken on the Locker directly, as
-	// another process would) shows too, with no age.
+	// another process would) shows too, with what the backend knows
+	// instead of an age.
 	direct, err := api.locker.Acquire(context.Background(), "direct", dlock.WithOwner("cron/direct"), dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatalf("acquire direct on the locker: %v", err)
 	}
 	defer func() { _ = direct.Release(context.Background()) }()
 	waitVisible(t, ctx, `tr[data-name="direct"][data-owner="cron/direct"]`)
-	if got := text(t, ctx, `tr[data-name="direct"] td.age`); got != "—" {
-		t.Errorf("age of a lease another process holds = %q, want —", got)
+	if got := text(t, ctx, `tr[data-name="direct"] td.age`); got != "elsewhere" {
+		t.Errorf("age of a lease another process holds = %q, want elsewhere", got)
 	}
 
 	checkEscapes(t, ctx, api)
@@ -128,7 +132,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("#status = %q at the end, want live", got)
 	}
 	checkCSP(t, ctx)
-	saveScreenshot(t, ctx)
+	saveScreenshot(t, ctx, "dashboard.png")
 
 	checkPolling(t, ctx, api)
 }
@@ -330,7 +334,9 @@ func signInWith(t *testing.T, ctx context.Context, base, tok string) {
 	waitVisible(t, ctx, `#holders`)
 }
 
-func saveScreenshot(t *testing.T, ctx context.Context) {
+// saveScreenshot saves the page as name in $DLOCK_TEST_ARTIFACTS (or a
+// folder under the temporary directory).
+func saveScreenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -343,7 +349,7 @@ func saveScreenshot(t *testing.T, ctx context.Context) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("artifacts: %v", err)
 	}
-	path := filepath.Join(dir, "dashboard.png")
+	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatalf("artifacts: %v", err)
 	}
@@ -404,11 +410,12 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-// pageState is what a failed wait prints: the status and the tables' text.
+// pageState is what a failed wait prints: the status, the notice, the
+// confirmation dialog and the tables' text.
 func pageState(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`["status", "holders", "waiters", "events"].map(id => {
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`["status", "notice", "confirm", "holders", "waiters", "events"].map(id => {
 		const n = document.getElementById(id);
 		return id + ": " + (n ? n.innerText.replace(/\s+/g, " ").slice(0, 600) : "(missing)");
 	}).join("\n") + "\nurl: " + location.href`))
@@ -436,9 +443,16 @@ type lease struct {
 
 func startServer(t *testing.T) *apiClient {
 	t.Helper()
-	locker, err := dlock.Open(context.Background(), "mem://dash-test")
+	return startServerOn(t, "mem://dash-test")
+}
+
+// startServerOn starts a server with the dashboard over the backend at
+// url.
+func startServerOn(t *testing.T, url string) *apiClient {
+	t.Helper()
+	locker, err := dlock.Open(context.Background(), url)
 	if err != nil {
-		t.Fatalf("open mem://dash-test: %v", err)
+		t.Fatalf("open %s: %v", url, err)
 	}
 	srv, err := serve.New(serve.Config{
 		Locker:      locker,

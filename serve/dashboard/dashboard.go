@@ -3,9 +3,12 @@
 // CDN). The page reads the server's live Snapshot from
 // GET /v1/dashboard/stream (server-sent events) and falls back to polling
 // GET /v1/dashboard every 2 s while the stream is down. It shows the
-// holders with their fences and a local TTL countdown, the waiters per
-// name, the recent grants, releases, losses and force-releases, and a
-// fence timeline per name.
+// holders with their fences and a local TTL countdown (and, for a holder
+// another server or process granted, what the backend knows instead of
+// an age), the waiters through this server per name, the recent grants,
+// releases, losses and force-releases, and a fence timeline per name. An
+// admin gets a force-release button per holder, confirmed in a <dialog>,
+// that posts the API's own JSON request from the page's origin.
 //
 // The page builds its DOM with textContent and setAttribute only (lock
 // names and owners are user input) and has no inline script, style or

@@ -23,6 +23,8 @@
   let pollRun = 0;
   let reconnectTimer = 0;
   let ticking = []; // cells that count locally: {cell, base, sign, fmt}
+  let canForce = false; // the viewer is an admin: offer force-release
+  let confirming = null; // the holder the confirmation dialog is about
 
   // --- DOM helpers: text only ------------------------------------------
 
@@ -47,6 +49,12 @@
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v !== null && v !== undefined) n.setAttribute(k, String(v));
     }
+  }
+
+  // oneLine is text on one line, cut with an ellipsis if too long, whole
+  // in its title.
+  function oneLine(text) {
+    return el("span", { class: "one-line", title: text }, text);
   }
 
   function empty(text) {
@@ -117,6 +125,8 @@
     // it was when sent, so the local counters start from when it was taken.
     snapAt = performance.now() - (s.age_ms || 0);
     ticking = [];
+    canForce = s.can_force_release === true;
+    document.body.classList.toggle("admin", canForce);
     $("backend").textContent = s.backend || "?";
     renderHolders(s.holders || []);
     renderWaiters(s.waiters || {});
@@ -144,7 +154,12 @@
     if (typeof h.age_ms === "number") {
       ticking.push({ cell: age, base: h.age_ms, sign: +1 });
     } else {
-      age.textContent = "—";
+      // Granted by another server or process: the backend keeps its
+      // owner, fence and time left, not when it was granted.
+      age.textContent = "elsewhere";
+      age.classList.add("elsewhere");
+      age.title = "granted by another server or process; the backend knows its owner (" + h.owner + "), fence " + h.fence +
+        " and " + (h.ttl_ms < 0 ? "no expiry (session-bound)" : fmtDur(h.ttl_ms) + " left when listed") + ", not when it was granted";
     }
     const ttl = el("td", { class: "num ttl" });
     if (h.ttl_ms < 0) {
@@ -153,16 +168,19 @@
     } else {
       ticking.push({ cell: ttl, base: h.ttl_ms, sign: -1, ttl: true });
     }
-    return el(
+    const row = el(
       "tr",
       { "data-name": h.name, "data-kind": h.kind, "data-owner": h.owner, "data-fence": h.fence },
-      el("td", { class: "name" }, h.name),
+      el("td", { class: "name" }, oneLine(h.name)),
       el("td", null, el("span", { class: "kind kind-" + h.kind, title: kindTitle(h) }, kindText(h))),
-      el("td", { class: "owner" }, h.owner),
+      el("td", { class: "owner" }, oneLine(h.owner)),
       el("td", { class: "num fence" }, h.fence),
       age,
       ttl,
+      el("td", { class: "act" }, canForce && forceBody(h) ? el("button", { type: "button", class: "force", title: "force-release " + h.name }, "Force-release") : null),
     );
+    row.holder = h;
+    return row;
   }
 
   function renderWaiters(waiters) {
@@ -173,12 +191,17 @@
       for (const w of waiters[name]) {
         total++;
         const since = el("span", { class: "since" });
-        ticking.push({ cell: since, base: 0, sign: +1, from: w.since, prefix: "waiting " });
-        list.append(el("li", { "data-owner": w.owner }, el("span", { class: "owner" }, w.owner), since));
+        if (w.since) {
+          ticking.push({ cell: since, base: 0, sign: +1, from: w.since, prefix: "waiting " });
+        } else {
+          since.textContent = "in the queue";
+          since.title = "a place in the semaphore's queue, listed by the backend";
+        }
+        list.append(el("li", { "data-owner": w.owner, "data-via": w.via }, el("span", { class: "owner" }, w.owner), since));
       }
       return el("div", { class: "group", "data-name": name }, el("h3", null, name), list);
     });
-    $("waiters").replaceChildren(...(groups.length ? groups : [empty("Nobody is waiting.")]));
+    $("waiters").replaceChildren(...(groups.length ? groups : [empty("Nobody is waiting through this server.")]));
     $("waiters-count").textContent = total ? String(total) : "";
   }
 
@@ -193,7 +216,7 @@
         e.kind && e.kind !== "mutex" ? el("span", { class: "kind kind-" + e.kind }, e.kind) : null,
         typeof e.fence === "number" ? el("span", { class: "fence" }, "fence " + e.fence) : null,
         e.owner ? el("span", { class: "owner" }, e.owner) : null,
-        e.reason ? el("span", { class: "reason" }, e.reason) : null,
+        e.reason ? el("span", { class: "reason", title: e.detail || null }, e.reason) : null,
       ),
     );
     $("events").replaceChildren(...items);
@@ -211,7 +234,11 @@
   // y the fence; a step line joins the grants, a dot per grant in its
   // owner's colour, with a tooltip.
   function timelineCard(name, grants, now) {
-    const W = 360, H = 76, L = 6, R = 34, T = 10, B = 10;
+    const last = grants[grants.length - 1];
+    // The right margin holds the last fence's label (10 px monospace, a
+    // digit about 6.2 units wide): a 16-digit Redis fence needs ~100.
+    const W = 360, H = 76, L = 6, T = 10, B = 10;
+    const R = Math.max(34, Math.ceil(String(last.fence).length * 6.2) + 10);
     const ts = grants.map((g) => Date.parse(g.time));
     const t0 = ts[0];
     const t1 = Math.max(ts[ts.length - 1], Date.parse(now) || 0, t0 + 1);
@@ -242,7 +269,6 @@
         svg("circle", { cx: x(ts[i]).toFixed(1), cy: y(g.fence).toFixed(1), r: 3.5, fill: "hsl(" + ownerHue(g.owner) + " 65% 42%)", "data-fence": g.fence }, tip),
       );
     });
-    const last = grants[grants.length - 1];
     const label = svg("text", { class: "label", x: W - R + 4, y: (y(last.fence) + 3.5).toFixed(1) });
     label.textContent = String(last.fence);
     plot.append(label);
@@ -252,11 +278,99 @@
       el(
         "figcaption",
         null,
-        el("span", { class: "name" }, name),
+        el("span", { class: "name one-line", title: name }, name),
         el("span", { class: "range" }, "fence " + (last.fence === fs[0] ? last.fence : fs[0] + " → " + last.fence) + " · " + grants.length + (grants.length === 1 ? " grant" : " grants")),
       ),
       plot,
     );
+  }
+
+  // --- force-release (admins) --------------------------------------------
+
+  // forceBody is the force-release request's body for holder h, or null
+  // for a grant the endpoint cannot name (read and write grants, queue
+  // places) or a page cannot reach: browsers take a path segment "." or
+  // ".." (even as %2E) for a step up the path.
+  function forceBody(h) {
+    if (h.name === "." || h.name === "..") return null;
+    switch (h.kind || "mutex") {
+      case "mutex":
+        return {};
+      case "permit":
+        return { permit: h.slot, permits: h.permits };
+      case "leader":
+        return { election: true };
+      default:
+        return null;
+    }
+  }
+
+  function holderText(h) {
+    return h.name + " — " + kindText(h) + ", held by " + (h.owner || "an unknown owner") + ", fence " + h.fence;
+  }
+
+  function askForceRelease(h) {
+    confirming = h;
+    const d = $("confirm");
+    d.querySelector(".what").textContent = holderText(h);
+    if (!d.open) d.showModal();
+  }
+
+  function notice(state, text) {
+    const n = $("notice");
+    n.dataset.state = state;
+    n.textContent = text;
+    n.hidden = false;
+  }
+
+  // forceRelease posts the force-release as JSON from this page: the
+  // server takes no such request from another origin (Sec-Fetch-Site,
+  // Origin) nor one that is not JSON, which a page of another origin
+  // cannot send without a CORS preflight the server never grants.
+  async function forceRelease(h) {
+    const path = "/v1/locks/" + encodeURIComponent(h.name) + "/force-release";
+    try {
+      const r = await fetch(path, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", Accept: "application/json" },
+        body: JSON.stringify(forceBody(h)),
+      });
+      const body = await r.json().catch(() => ({}));
+      if (!r.ok) {
+        notice("error", "Force-release of " + h.name + " refused: " + (body.detail || "HTTP " + r.status));
+        return;
+      }
+      const ev = body.evicted;
+      notice("ok", ev
+        ? "force-released " + h.name + ": evicted " + (ev.owner || "an unknown owner") + ", fence " + ev.fence + "; the next grant gets fence " + body.new_fence + " or above"
+        : "force-released " + h.name + ": nothing was held any more");
+    } catch (err) {
+      notice("error", "Force-release of " + h.name + " failed: " + err.message);
+    }
+  }
+
+  // wireForceRelease listens to the buttons. The dialog's "close" event
+  // is not used: browsers fire it late (at a later frame), after the next
+  // confirmation may have begun.
+  function wireForceRelease() {
+    const d = $("confirm");
+    d.querySelector(".cancel").addEventListener("click", () => {
+      confirming = null;
+      d.close();
+    });
+    d.querySelector(".confirm").addEventListener("click", () => {
+      const h = confirming;
+      confirming = null;
+      d.close();
+      if (h) forceRelease(h);
+    });
+    // One listener for every row's button: rows are rebuilt per snapshot.
+    $("holders").addEventListener("click", (e) => {
+      const b = e.target.closest("button.force");
+      const tr = b && b.closest("tr");
+      if (tr && tr.holder) askForceRelease(tr.holder);
+    });
   }
 
   // tick moves the local counters (TTL down, ages and waits up) between
@@ -367,6 +481,7 @@
     setStatus("signed-out", "signed out — reload to sign in");
   }
 
+  wireForceRelease();
   connect();
   setInterval(tick, 250);
 })();
