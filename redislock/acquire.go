@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -47,7 +47,7 @@ func (d *redisDriver) attempt(ctx context.Context, req driver.Request, q queuing
 func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, q queuing) (driver.Grant, uint64, error) {
 	reply, err := d.acquireCmd(ctx, c, req, q).Slice()
 	if err != nil {
-		return driver.Grant{}, 0, redisscript.Classify(err)
+		return driver.Grant{}, 0, rediscore.Classify(err)
 	}
 	g, err := parseGrant(req.Name, reply)
 	if err != nil {
@@ -63,9 +63,9 @@ func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driv
 	if q.placeTTL <= 0 {
 		// A single attempt: the script takes the absent queue arguments
 		// as 0, and each argument sent costs the server a string.
-		return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
+		return rediscore.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
 	}
-	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, q.placeTTL.Milliseconds(),
+	return rediscore.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, q.placeTTL.Milliseconds(),
 		waitLeft(ctx, q.placeTTL), waitDeadline(ctx, q.placeTTL), q.arrival)
 }
 

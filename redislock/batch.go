@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,7 +26,7 @@ func (d *redisDriver) refreshBatch(ctx context.Context, items []driver.RefreshIt
 		names[i] = it.Name
 	}
 	groups := d.groupNames(names, 0)
-	calls := make([]redisscript.Call, len(groups))
+	calls := make([]rediscore.Call, len(groups))
 	for g, idx := range groups {
 		calls[g] = d.refreshCall(items, idx)
 	}
@@ -35,10 +35,10 @@ func (d *redisDriver) refreshBatch(ctx context.Context, items []driver.RefreshIt
 	if d.cfg.replicas > 0 {
 		cmds, err = d.runSynced(ctx, items, groups, calls)
 	} else {
-		cmds, err = redisscript.RunPipelined(ctx, d.client, redisscript.RefreshBatch, calls)
+		cmds, err = rediscore.RunPipelined(ctx, d.client, rediscore.RefreshBatch, calls)
 	}
 	if err != nil {
-		return nil, redisscript.Classify(err)
+		return nil, rediscore.Classify(err)
 	}
 	results := make([]error, len(items))
 	for g, idx := range groups {
@@ -64,12 +64,12 @@ func (d *redisDriver) groupNames(names []string, max int) [][]int {
 	for i, name := range names {
 		keys[i] = d.keys.Lock(name)
 	}
-	return redisscript.Group(keys, d.cluster, max)
+	return rediscore.Group(keys, d.cluster, max)
 }
 
 // refreshCall is the refresh_batch call of items[idx].
-func (d *redisDriver) refreshCall(items []driver.RefreshItem, idx []int) redisscript.Call {
-	c := redisscript.Call{Keys: make([]string, len(idx)), Args: make([]any, 0, 2*len(idx))}
+func (d *redisDriver) refreshCall(items []driver.RefreshItem, idx []int) rediscore.Call {
+	c := rediscore.Call{Keys: make([]string, len(idx)), Args: make([]any, 0, 2*len(idx))}
 	for j, i := range idx {
 		c.Keys[j] = d.keys.Lock(items[i].Name)
 		c.Args = append(c.Args, items[i].Token, ttlMillis(items[i].TTL))
@@ -78,12 +78,12 @@ func (d *redisDriver) refreshCall(items []driver.RefreshItem, idx []int) redissc
 }
 
 // runSynced runs each group's batch on its primary, then WAIT there.
-func (d *redisDriver) runSynced(ctx context.Context, items []driver.RefreshItem, groups [][]int, calls []redisscript.Call) ([]*redis.Cmd, error) {
+func (d *redisDriver) runSynced(ctx context.Context, items []driver.RefreshItem, groups [][]int, calls []rediscore.Call) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(groups))
 	for g, idx := range groups {
 		what := fmt.Sprintf("batch refresh of %d leases", len(idx))
 		err := d.synced(ctx, d.keys.Lock(items[idx[0]].Name), what, func(c *redis.Conn) error {
-			one, err := redisscript.RunPipelined(ctx, c, redisscript.RefreshBatch, calls[g:g+1])
+			one, err := rediscore.RunPipelined(ctx, c, rediscore.RefreshBatch, calls[g:g+1])
 			if err == nil {
 				cmds[g] = one[0]
 			}

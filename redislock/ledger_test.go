@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -173,7 +173,7 @@ func TestLedgerFencedOnRedis(t *testing.T) {
 	if _, ok, err := g.ClaimRun(ctx, cur, false, 10); err != nil || !ok {
 		t.Fatalf("ClaimRun = %v, %v", ok, err)
 	}
-	field, stored, _ := redisscript.EncodeRun(cur)
+	field, stored, _ := rediscore.EncodeRun(cur)
 	stale := runRec(name, 2, high-1, "stale")
 	if _, ok, err := g.ClaimRun(ctx, stale, false, 10); ok || !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("ClaimRun under fence %d after %d = %v, %v; want ErrNotHeld", stale.Fence, cur.Fence, ok, err)
@@ -186,7 +186,7 @@ func TestLedgerFencedOnRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hash) != 2 || hash[redisscript.RunsFence] != "9007199254740993" || hash[field] != stored {
+	if len(hash) != 2 || hash[rediscore.RunsFence] != "9007199254740993" || hash[field] != stored {
 		t.Errorf("ledger hash after the refused writes = %v; want only the current run and fence 9007199254740993", hash)
 	}
 	other := runRec(name, 1, high, "current")
@@ -247,7 +247,7 @@ func TestLedgerReplicaSync(t *testing.T) {
 	if _, ok, err := g.ClaimRun(ctx, rec, false, 10); err != nil || !ok {
 		t.Fatalf("ClaimRun = %v, %v", ok, err)
 	}
-	field, _ := redisscript.RunField(rec.Slot)
+	field, _ := rediscore.RunField(rec.Slot)
 	if v, err := client(t, replica.Addr).HGet(ctx, keys.Runs(name), field).Result(); err != nil || !strings.Contains(v, `"owner":"h"`) {
 		t.Errorf("replica has %q, %v right after the claim; want the record", v, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,18 +50,18 @@ func newNotifier(c redis.UniversalClient) *notifier {
 // subscription is in place it sets name's watched mark, without which a
 // release with nobody queued publishes nothing (it saves the uncontended
 // release a call); the waiter's own attempts that find the lock held keep
-// the mark alive (redisscript.WatchedTTL).
+// the mark alive (rediscore.WatchedTTL).
 func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
 	ch, stop, err := d.notify.watch(ctx, d.keys.Channel(name))
 	if err != nil {
 		return nil, nil, err
 	}
 	_, err = bounded(ctx, d, func() (struct{}, error) {
-		return struct{}{}, d.client.Set(ctx, d.keys.Watched(name), "1", redisscript.WatchedTTL).Err()
+		return struct{}{}, d.client.Set(ctx, d.keys.Watched(name), "1", rediscore.WatchedTTL).Err()
 	})
 	if err != nil {
 		stop()
-		return nil, nil, redisscript.Classify(err)
+		return nil, nil, rediscore.Classify(err)
 	}
 	return ch, stop, nil
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // maxReleaseBatch bounds one release script call, so that one script never
@@ -26,13 +26,13 @@ func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseIt
 		names[i] = it.Name
 	}
 	groups := d.groupNames(names, maxReleaseBatch)
-	calls := make([]redisscript.Call, len(groups))
+	calls := make([]rediscore.Call, len(groups))
 	for g, idx := range groups {
 		calls[g] = d.releaseCall(items, idx)
 	}
-	cmds, err := redisscript.RunPipelined(ctx, d.client, redisscript.Release, calls)
+	cmds, err := rediscore.RunPipelined(ctx, d.client, rediscore.Release, calls)
 	if err != nil {
-		return nil, redisscript.Classify(err)
+		return nil, rediscore.Classify(err)
 	}
 	results := make([]error, len(items))
 	for g, idx := range groups {
@@ -41,7 +41,7 @@ func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseIt
 			err = fmt.Errorf("redislock: batch release answered %d results for %d locks", len(codes), len(idx))
 		}
 		if err != nil {
-			return nil, redisscript.Classify(err)
+			return nil, rediscore.Classify(err)
 		}
 		for j, i := range idx {
 			results[i] = outcome(codes[j])
@@ -52,8 +52,8 @@ func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseIt
 
 // releaseCall is the release script's call of items[idx], which share a
 // fence counter (one server, or one Cluster slot).
-func (d *redisDriver) releaseCall(items []driver.ReleaseItem, idx []int) redisscript.Call {
-	c := redisscript.Call{Keys: make([]string, 1, 1+5*len(idx)), Args: make([]any, 1, 1+len(idx))}
+func (d *redisDriver) releaseCall(items []driver.ReleaseItem, idx []int) rediscore.Call {
+	c := rediscore.Call{Keys: make([]string, 1, 1+5*len(idx)), Args: make([]any, 1, 1+len(idx))}
 	c.Args[0] = handoffLease.Milliseconds()
 	for _, i := range idx {
 		ks := d.keys.Set(items[i].Name, d.cluster)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/dlockdev/dlock/internal/wireprobe"
 	"github.com/redis/go-redis/v9"
 )
@@ -118,7 +118,7 @@ func parseURL(rawURL string) (redis.UniversalClient, config, error) {
 		if err != nil {
 			return nil, cfg, invalidURL(scrub(err, rawURL).Error())
 		}
-		if err := redisscript.CheckClusterOptions(opt); err != nil {
+		if err := rediscore.CheckClusterOptions(opt); err != nil {
 			return nil, cfg, invalidURL(err.Error())
 		}
 		opt.ContextTimeoutEnabled = ctxTimeout
@@ -128,7 +128,7 @@ func parseURL(rawURL string) (redis.UniversalClient, config, error) {
 	if err != nil {
 		return nil, cfg, invalidURL(scrub(err, rawURL).Error())
 	}
-	if err := redisscript.CheckOptions(opt); err != nil {
+	if err := rediscore.CheckOptions(opt); err != nil {
 		return nil, cfg, invalidURL(err.Error())
 	}
 	opt.ContextTimeoutEnabled = ctxTimeout
@@ -155,7 +155,7 @@ func ownKeys(q url.Values) (c Config, cluster bool, err error) {
 	}
 	if q.Has(keyPrefix) {
 		if c.Prefix = q.Get(keyPrefix); c.Prefix == "" {
-			return c, false, invalidURL(fmt.Sprintf("query prefix is empty: give a key prefix, or leave the key out for the default %q", redisscript.DefaultPrefix))
+			return c, false, invalidURL(fmt.Sprintf("query prefix is empty: give a key prefix, or leave the key out for the default %q", rediscore.DefaultPrefix))
 		}
 	}
 	if err := replicaKeys(q, &c); err != nil {

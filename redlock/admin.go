@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,7 +25,7 @@ import (
 
 // adminKeys is the driver's key layout in the shared form: the same
 // prefix, braces and escaping as lockKey, for SCAN patterns and decoding.
-var adminKeys = redisscript.Keys{Prefix: keyPrefix}
+var adminKeys = rediscore.Keys{Prefix: keyPrefix}
 
 const (
 	// scanCount is the COUNT hint of each SCAN step.
@@ -464,8 +464,8 @@ func largestGroup(name string, votes []vote) (*group, []error) {
 // holderKey parses a lock value and returns the key its holder is grouped
 // by: the value without the token's attempt number. An unparsable value
 // agrees only with itself.
-func holderKey(raw string) (string, redisscript.Value, error) {
-	val, err := redisscript.ParseValue(raw)
+func holderKey(raw string) (string, rediscore.Value, error) {
+	val, err := rediscore.ParseValue(raw)
 	if err != nil {
 		return "\x00" + raw, val, err
 	}

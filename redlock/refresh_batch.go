@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // refreshBatchMax bounds how many leases one refresh_batch call carries.
@@ -55,17 +55,17 @@ func (d *redlock) refreshNode(ctx context.Context, n node, items []driver.Refres
 	for i, it := range items {
 		keys[i] = lockKey(it.Name)
 	}
-	groups := redisscript.Group(keys, n.cluster, refreshBatchMax)
-	calls := make([]redisscript.Call, len(groups))
+	groups := rediscore.Group(keys, n.cluster, refreshBatchMax)
+	calls := make([]rediscore.Call, len(groups))
 	for g, idx := range groups {
-		c := redisscript.Call{Keys: make([]string, len(idx)), Args: make([]any, 0, 2*len(idx))}
+		c := rediscore.Call{Keys: make([]string, len(idx)), Args: make([]any, 0, 2*len(idx))}
 		for k, i := range idx {
 			c.Keys[k] = keys[i]
 			c.Args = append(c.Args, items[i].Token, items[i].TTL.Milliseconds())
 		}
 		calls[g] = c
 	}
-	cmds, err := redisscript.RunPipelined(ctx, n.client, refreshBatchScript, calls)
+	cmds, err := rediscore.RunPipelined(ctx, n.client, refreshBatchScript, calls)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // The driver's own Lua scripts, one per node operation. They follow the
-// value format of the single-node driver (internal/redisscript) but live
+// value format of the single-node driver (internal/rediscore) but live
 // here: phase 1 and phase 2 of a quorum-fenced grant are Redlock's alone.
 var (
 	//go:embed counter.lua

@@ -1,4 +1,4 @@
-package redisscript
+package rediscore
 
 import (
 	"errors"
@@ -145,7 +145,7 @@ type Value struct {
 }
 
 // ErrBadValue reports a lock key whose value is not in the drivers' format.
-var ErrBadValue = errors.New("redisscript: lock value is not token\\nfence\\nowner")
+var ErrBadValue = errors.New("rediscore: lock value is not token\\nfence\\nowner")
 
 // ParseValue splits a lock key's value.
 func ParseValue(v string) (Value, error) {

@@ -1,4 +1,4 @@
-package redisscript
+package rediscore
 
 import (
 	"context"
@@ -82,7 +82,7 @@ func EncodeRun(rec driver.RunRecord) (field, value string, err error) {
 func DecodeRun(name, value string) (driver.RunRecord, error) {
 	var j runJSON
 	if err := json.Unmarshal([]byte(value), &j); err != nil || j.Slot <= 0 {
-		return driver.RunRecord{}, fmt.Errorf("redisscript: run ledger of %q: record %.64q is not a run record", name, value)
+		return driver.RunRecord{}, fmt.Errorf("rediscore: run ledger of %q: record %.64q is not a run record", name, value)
 	}
 	return driver.RunRecord{Name: name, Slot: fromNanos(j.Slot), Schedule: j.Schedule, Owner: j.Owner, Fence: j.Fence,
 		Attempt: j.Attempt, Started: fromNanos(j.Started), Ended: fromNanos(j.Ended), Status: j.Status}, nil
@@ -173,7 +173,7 @@ func (w RunWrite) Claim(ctx context.Context, c redis.Scripter) (int64, driver.Ru
 	case code == RunRefused:
 		return code, driver.RunRecord{}, nil
 	}
-	return 0, driver.RunRecord{}, fmt.Errorf("redisscript: unexpected reply %v to the claim-run script", reply)
+	return 0, driver.RunRecord{}, fmt.Errorf("rediscore: unexpected reply %v to the claim-run script", reply)
 }
 
 // Finish runs the FinishRun script on c. It answers RunWritten,

@@ -1,11 +1,11 @@
-// Package redisscript holds the Lua scripts of the Redis lock drivers and
+// Package rediscore holds the Lua scripts of the Redis lock drivers and
 // the key layout they share.
 //
 // Each script is an embedded .lua file wrapped in a *redis.Script: callers
 // use its Run, which sends EVALSHA and falls back to EVAL (which also
 // caches the script again) when the server answers NOSCRIPT, e.g. after a
 // restart or SCRIPT FLUSH.
-package redisscript
+package rediscore
 
 import (
 	"context"
