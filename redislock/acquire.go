@@ -63,9 +63,9 @@ func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driv
 	if q.placeTTL <= 0 {
 		// A single attempt: the script takes the absent queue arguments
 		// as 0, and each argument sent costs the server a string.
-		return rediscore.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
+		return acquireScript.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
 	}
-	return rediscore.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, q.placeTTL.Milliseconds(),
+	return acquireScript.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, q.placeTTL.Milliseconds(),
 		waitLeft(ctx, q.placeTTL), waitDeadline(ctx, q.placeTTL), q.arrival)
 }
 

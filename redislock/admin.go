@@ -16,7 +16,7 @@ const scanCount = 500
 
 // Inspect implements driver.Lister with the inspect script.
 func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Holder, bool, error) {
-	reply, err := rediscore.Inspect.Run(ctx, d.client, []string{d.keys.Lock(name)}).Slice()
+	reply, err := inspectScript.Run(ctx, d.client, []string{d.keys.Lock(name)}).Slice()
 	if err == redis.Nil {
 		return driver.Holder{}, false, nil
 	}
@@ -84,7 +84,7 @@ func (d *redisDriver) scanNames(ctx context.Context, prefix string) ([]string, e
 // evicted holder's Locker (WatchEvictions) learns of it at once.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
 	keys := []string{d.keys.Lock(name), d.keys.Counter(name, d.cluster), d.keys.Queue(name), d.keys.LegacyFence(name)}
-	reply, err := rediscore.ForceRelease.Run(ctx, d.client, keys, d.keys.Channel(name)).Slice()
+	reply, err := forceReleaseScript.Run(ctx, d.client, keys, d.keys.Channel(name)).Slice()
 	if err != nil {
 		return driver.Holder{}, false, 0, rediscore.Classify(err)
 	}

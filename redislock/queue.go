@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // Waiters queue first-come first-served. A waiter that is not granted is
@@ -180,7 +179,7 @@ func nextPoll(h driver.Holder) time.Duration {
 func (d *redisDriver) dequeue(ctx context.Context, req driver.Request) {
 	keys := []string{d.keys.Lock(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name), d.keys.Asks(req.Name)}
 	d.background(ctx, func(ctx context.Context) {
-		_ = rediscore.Dequeue.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
+		_ = dequeueScript.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
 	})
 }
 

@@ -38,8 +38,8 @@ const (
 // URL query key.
 type Config struct {
 	// Prefix starts every key and channel (URL key prefix; default
-	// rediscore's "dlock:", also for ""): at most 64 bytes. Lockers
-	// that should exclude each other must use the same prefix.
+	// "dlock:", also for ""): at most 64 bytes. Lockers that should
+	// exclude each other must use the same prefix.
 	Prefix string
 	// ReplicaSync makes a grant, and every refresh, count only once WAIT
 	// confirms that this many replicas have it (URL key replica_sync;
@@ -199,7 +199,7 @@ func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDrive
 func (d *redisDriver) prepare() {
 	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
 	defer cancel()
-	if rediscore.Load(ctx, d.client) == nil {
+	if loadScripts(ctx, d.client) == nil {
 		warnPersistence(ctx, d.client, d.log())
 	}
 }
@@ -252,7 +252,7 @@ func (d *redisDriver) refreshOnce(ctx context.Context, name, token string, ttl t
 }
 
 func (d *redisDriver) refresh(ctx context.Context, c redis.Scripter, name, token string, ttl time.Duration) error {
-	n, err := rediscore.Refresh.Run(ctx, c, []string{d.keys.Lock(name)}, token, ttlMillis(ttl)).Int64()
+	n, err := rediscore.Refresh.Run(ctx, c, []string{d.keys.Lock(name)}, rediscore.Mark(token), ttlMillis(ttl)).Int64()
 	if err != nil {
 		return rediscore.Classify(err)
 	}
@@ -270,7 +270,7 @@ func (d *redisDriver) Release(ctx context.Context, name, token string) error {
 func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token string) error {
 	ks := d.keys.Set(name, d.cluster)
 	keys := []string{ks[1], ks[0], ks[2], ks[3], ks[5], ks[6]} // counter, then releaseKeys(ks)
-	n, err := rediscore.Release.Run(ctx, c, keys, handoffLease.Milliseconds(), token).Int64Slice()
+	n, err := releaseScript.Run(ctx, c, keys, handoffLease.Milliseconds(), rediscore.Mark(token)).Int64Slice()
 	if err == nil && len(n) != 1 {
 		err = fmt.Errorf("redislock: release answered %d results for one lock", len(n))
 	}

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/rediscore"
@@ -21,33 +20,20 @@ func (d *redisDriver) ReleaseBatch(ctx context.Context, items []driver.ReleaseIt
 }
 
 func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
-	names := make([]string, len(items))
+	keys := make([]string, len(items))
 	for i, it := range items {
-		names[i] = it.Name
+		keys[i] = d.keys.Lock(it.Name)
 	}
-	groups := d.groupNames(names, maxReleaseBatch)
-	calls := make([]rediscore.Call, len(groups))
-	for g, idx := range groups {
-		calls[g] = d.releaseCall(items, idx)
+	b := rediscore.Batch{Groups: rediscore.Group(keys, d.cluster, maxReleaseBatch)}
+	b.Calls = make([]rediscore.Call, len(b.Groups))
+	for g, idx := range b.Groups {
+		b.Calls[g] = d.releaseCall(items, idx)
 	}
-	cmds, err := rediscore.RunPipelined(ctx, d.client, rediscore.Release, calls)
+	codes, err := b.Run(ctx, d.client, releaseScript, len(items))
 	if err != nil {
 		return nil, rediscore.Classify(err)
 	}
-	results := make([]error, len(items))
-	for g, idx := range groups {
-		codes, err := cmds[g].Int64Slice()
-		if err == nil && len(codes) != len(idx) {
-			err = fmt.Errorf("redislock: batch release answered %d results for %d locks", len(codes), len(idx))
-		}
-		if err != nil {
-			return nil, rediscore.Classify(err)
-		}
-		for j, i := range idx {
-			results[i] = outcome(codes[j])
-		}
-	}
-	return results, nil
+	return outcomes(codes), nil
 }
 
 // releaseCall is the release script's call of items[idx], which share a
@@ -59,7 +45,7 @@ func (d *redisDriver) releaseCall(items []driver.ReleaseItem, idx []int) redisco
 		ks := d.keys.Set(items[i].Name, d.cluster)
 		c.Keys[0] = ks[1]
 		c.Keys = append(c.Keys, releaseKeys(ks)...)
-		c.Args = append(c.Args, items[i].Token)
+		c.Args = append(c.Args, rediscore.Mark(items[i].Token))
 	}
 	return c
 }

@@ -171,7 +171,7 @@ func TestLateConfirmationKeepsItsPlace(t *testing.T) {
 	ctx := ctxT(t)
 	var late atomic.Bool
 	bc := client(t, srv.Addr)
-	bc.AddHook(gateScript{hash: rediscore.Acquire.Hash(), gate: func(ctx context.Context) error {
+	bc.AddHook(gateScript{hash: redislock.AcquireScript.Hash(), gate: func(ctx context.Context) error {
 		if !late.Load() {
 			return nil
 		}

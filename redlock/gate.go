@@ -73,7 +73,7 @@ func (h *hub) contended(name string) bool {
 	if ok && time.Since(hot) < hotFor {
 		return true
 	}
-	return len(subs) > 0 && len(subs[0].watchers(channelOf(name))) > 0
+	return len(subs) > 0 && len(subs[0].watchers(layout.Channel(name))) > 0
 }
 
 // refused marks name as contended.

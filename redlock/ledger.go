@@ -41,7 +41,7 @@ func (d *redlock) ClaimRun(ctx context.Context, rec driver.RunRecord, rerun bool
 	if !d.cfg.fencing {
 		return driver.RunRecord{}, false, errLedgerUnfenced
 	}
-	w, err := rediscore.ClaimWrite(adminKeys, rec, true, keep)
+	w, err := rediscore.ClaimWrite(layout, rec, true, keep)
 	if err != nil {
 		return driver.RunRecord{}, false, err
 	}
@@ -103,7 +103,7 @@ func (d *redlock) slotRun(ctx context.Context, rec driver.RunRecord) (driver.Run
 // readSlot reads, on one node, the highest fence of name's ledger and the
 // record of the slot field.
 func readSlot(ctx context.Context, c redis.UniversalClient, name, field string) (slotRead, error) {
-	vals, err := c.HMGet(ctx, adminKeys.Runs(name), rediscore.RunsFence, field).Result()
+	vals, err := c.HMGet(ctx, layout.Runs(name), rediscore.RunsFence, field).Result()
 	if err != nil {
 		return slotRead{}, err
 	}
@@ -157,7 +157,7 @@ func (d *redlock) FinishRun(ctx context.Context, rec driver.RunRecord) error {
 	if !d.cfg.fencing {
 		return errLedgerUnfenced
 	}
-	w, err := rediscore.FinishWrite(adminKeys, rec)
+	w, err := rediscore.FinishWrite(layout, rec)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func (d *redlock) Runs(ctx context.Context, name string) ([]driver.RunRecord, er
 		return nil, errLedgerUnfenced
 	}
 	rs := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) ([]driver.RunRecord, error) {
-		return rediscore.ReadRuns(ctx, d.nodes[i].client, adminKeys, name)
+		return rediscore.ReadRuns(ctx, d.nodes[i].client, layout, name)
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ func ledgerRec(name string, m int, fence uint64, owner string) driver.RunRecord 
 // reached only that node would have.
 func ledgerPut(t *testing.T, c *redis.Client, rec driver.RunRecord) {
 	t.Helper()
-	w, err := rediscore.ClaimWrite(adminKeys, rec, false, 100)
+	w, err := rediscore.ClaimWrite(layout, rec, false, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func ledgerOn(t *testing.T, ns *nodes, name string, m int, owner string) []int {
 	field, _ := rediscore.RunField(ledgerSlot(m).Time)
 	var on []int
 	for i, c := range ns.admin {
-		v, err := c.HGet(t.Context(), adminKeys.Runs(name), field).Result()
+		v, err := c.HGet(t.Context(), layout.Runs(name), field).Result()
 		if err == nil && strings.Contains(v, `"owner":"`+owner+`"`) {
 			on = append(on, i)
 		}

@@ -30,7 +30,7 @@ func (d *redlock) Watch(ctx context.Context, name string) (<-chan struct{}, func
 		return nil, nil, err
 	}
 	w := make(chan struct{}, 1)
-	c := channelOf(name)
+	c := layout.Channel(name)
 	confirms := make([]<-chan struct{}, len(subs))
 	for i, ns := range subs {
 		confirms[i] = ns.add(c, w)

@@ -48,7 +48,7 @@ func (h *hub) nudge(name string, took time.Duration) {
 		return
 	}
 	window := max(2*took, 4*h.d.slot(), time.Millisecond)
-	for _, w := range subs[0].watchers(channelOf(name)) {
+	for _, w := range subs[0].watchers(layout.Channel(name)) {
 		time.AfterFunc(took+rand.N(window), func() { signal(w) })
 	}
 }

@@ -88,9 +88,9 @@ func DecodeRun(name, value string) (driver.RunRecord, error) {
 		Attempt: j.Attempt, Started: fromNanos(j.Started), Ended: fromNanos(j.Ended), Status: j.Status}, nil
 }
 
-// DecodeRuns reads name's ledger hash (HGETALL): its records, newest slot
+// decodeRuns reads name's ledger hash (HGETALL): its records, newest slot
 // first.
-func DecodeRuns(name string, hash map[string]string) ([]driver.RunRecord, error) {
+func decodeRuns(name string, hash map[string]string) ([]driver.RunRecord, error) {
 	runs := make([]driver.RunRecord, 0, len(hash))
 	for field, value := range hash {
 		if field == RunsFence {
@@ -112,7 +112,7 @@ func ReadRuns(ctx context.Context, c redis.Cmdable, k Keys, name string) ([]driv
 	if err != nil {
 		return nil, Classify(err)
 	}
-	return DecodeRuns(name, hash)
+	return decodeRuns(name, hash)
 }
 
 // RunWrite is a ledger write checked and encoded, ready to send to one
