@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // Waiters queue first-come first-served. A waiter that is not granted is
@@ -70,11 +71,13 @@ func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver
 		}
 		return g, err
 	}
-	wake, stop, werr := d.notify.watchOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token))
-	if werr == nil {
+	// A listener: the waiter is alone on its channel, and each message's
+	// payload matters (a hand-off, or its turn to try: "").
+	w := rediscore.NewListener(1)
+	if stop, werr := d.subscribe(ctx, d.keys.WaiterChannel(req.Name, req.Token), w); werr == nil {
 		defer stop()
 	}
-	g, err = d.waitLoop(ctx, req, wake, g, queuing{placeTTL: placeTTL, arrival: us}, turn{sent, us})
+	g, err = d.waitLoop(ctx, req, w.Messages(), g, queuing{placeTTL: placeTTL, arrival: us}, turn{sent, us})
 	if err != nil || !g.Acquired {
 		d.dequeue(ctx, req)
 	}

@@ -167,7 +167,9 @@ type redisDriver struct {
 	// logger is cfg.logger, else the Locker's (SetLogger), else nil for
 	// slog.Default() (log).
 	logger atomic.Pointer[slog.Logger]
-	notify *notifier
+	// notify is the one pub/sub connection of every waiter (and of
+	// WatchEvictions).
+	notify *rediscore.Mux
 	// cluster: one fence counter per hash slot rather than one per server.
 	cluster bool
 	// honours: the client returns by its context's deadline on its own
@@ -187,7 +189,7 @@ func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDrive
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.honours = honoursDeadlines(client)
 	d.workers = newWorkers()
-	d.notify = newNotifier(client)
+	d.notify = rediscore.NewMux(client, nil)
 	if cfg.logger != nil {
 		d.useLogger(cfg.logger)
 	}
@@ -302,7 +304,7 @@ func outcome(n int64) error {
 // from a URL, closes its client.
 func (d *redisDriver) Close() error {
 	d.bg.Wait()
-	err := d.notify.close()
+	err := d.notify.Close()
 	if d.owned {
 		err = errors.Join(err, d.client.Close())
 	}

@@ -14,6 +14,9 @@
 //     "token\n").
 //   - Batching script calls by Cluster hash slot in one pipeline (Group,
 //     RunPipelined, Batch).
+//   - The pub/sub multiplexer that wakes waiters on release (Mux): one
+//     connection per client, a channel subscribed while someone waits on
+//     it.
 //   - What both do with go-redis itself: which error replies no retry can
 //     cure (Classify), URL options go-redis would silently replace
 //     (CheckOptions), and go-redis's log lines (SetLogger).
