@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -42,12 +42,12 @@ func (d *redisDriver) attempt(ctx context.Context, req driver.Request, q queuing
 	return r.g, r.us, err
 }
 
-// acquire runs the acquire script once; queuing with a waiter lease, a
+// acquire runs the acquire script once; queuing with a place TTL, a
 // caller that is not granted joins (or stays in) the name's queue.
 func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.Request, q queuing) (driver.Grant, uint64, error) {
 	reply, err := d.acquireCmd(ctx, c, req, q).Slice()
 	if err != nil {
-		return driver.Grant{}, 0, redisscript.Classify(err)
+		return driver.Grant{}, 0, rediscore.Classify(err)
 	}
 	g, err := parseGrant(req.Name, reply)
 	if err != nil {
@@ -60,14 +60,13 @@ func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.
 // acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
 func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driver.Request, q queuing) *redis.Cmd {
 	keys := d.keys.Set(req.Name, d.cluster)
-	lease := q.lease
-	if lease <= 0 {
-		// A single attempt: the script takes the absent lease arguments
+	if q.placeTTL <= 0 {
+		// A single attempt: the script takes the absent queue arguments
 		// as 0, and each argument sent costs the server a string.
-		return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
+		return acquireScript.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
 	}
-	return redisscript.Acquire.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, lease.Milliseconds(),
-		waitLeft(ctx, lease), waitDeadline(ctx, lease), q.arrival)
+	return acquireScript.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, q.placeTTL.Milliseconds(),
+		waitLeft(ctx, q.placeTTL), waitDeadline(ctx, q.placeTTL), q.arrival)
 }
 
 // waitDeadline is ctx's deadline in Unix ms by this host's clock, when
@@ -79,8 +78,8 @@ func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driv
 // agreeing, never who holds the lock: a client clock behind the server's
 // by S gives up its place S early (it is then granted only by its own next
 // attempt), one ahead of it keeps the place no longer than what is left.
-func waitDeadline(ctx context.Context, lease time.Duration) int64 {
-	if waitLeft(ctx, lease) == 0 {
+func waitDeadline(ctx context.Context, placeTTL time.Duration) int64 {
+	if waitLeft(ctx, placeTTL) == 0 {
 		return 0
 	}
 	dl, _ := ctx.Deadline()
@@ -88,18 +87,18 @@ func waitDeadline(ctx context.Context, lease time.Duration) int64 {
 }
 
 // waitLeft is what is left of ctx's wait, in whole ms rounded down (at
-// least 1), when a queued waiter's place should lapse before its lease
+// least 1), when a queued waiter's place should lapse before its TTL
 // does; 0 for none. A release then skips a waiter whose deadline has
 // passed instead of handing it the lock: the waiter's dequeue runs in the
 // background after it returned, and until then the lock would be reserved
 // for nobody.
-func waitLeft(ctx context.Context, lease time.Duration) int64 {
+func waitLeft(ctx context.Context, placeTTL time.Duration) int64 {
 	dl, ok := ctx.Deadline()
-	if !ok || lease <= 0 {
+	if !ok || placeTTL <= 0 {
 		return 0
 	}
 	left := time.Until(dl)
-	if left >= lease {
+	if left >= placeTTL {
 		return 0
 	}
 	return max(left.Milliseconds(), 1)

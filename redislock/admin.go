@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,19 +16,19 @@ const scanCount = 500
 
 // Inspect implements driver.Lister with the inspect script.
 func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Holder, bool, error) {
-	reply, err := redisscript.Inspect.Run(ctx, d.client, []string{d.keys.Lock(name)}).Slice()
+	reply, err := inspectScript.Run(ctx, d.client, []string{d.keys.Lock(name)}).Slice()
 	if err == redis.Nil {
 		return driver.Holder{}, false, nil
 	}
 	if err != nil {
-		return driver.Holder{}, false, redisscript.Classify(err)
+		return driver.Holder{}, false, rediscore.Classify(err)
 	}
 	return holderOf(name, reply)
 }
 
 func holderOf(name string, reply []any) (driver.Holder, bool, error) {
 	raw, _ := reply[0].(string)
-	v, err := redisscript.ParseValue(raw)
+	v, err := rediscore.ParseValue(raw)
 	if err != nil {
 		return driver.Holder{}, false, fmt.Errorf("redislock: lock %q: %w", name, err)
 	}
@@ -84,9 +84,9 @@ func (d *redisDriver) scanNames(ctx context.Context, prefix string) ([]string, e
 // evicted holder's Locker (WatchEvictions) learns of it at once.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
 	keys := []string{d.keys.Lock(name), d.keys.Counter(name, d.cluster), d.keys.Queue(name), d.keys.LegacyFence(name)}
-	reply, err := redisscript.ForceRelease.Run(ctx, d.client, keys, d.keys.Channel(name)).Slice()
+	reply, err := forceReleaseScript.Run(ctx, d.client, keys, d.keys.Channel(name)).Slice()
 	if err != nil {
-		return driver.Holder{}, false, 0, redisscript.Classify(err)
+		return driver.Holder{}, false, 0, rediscore.Classify(err)
 	}
 	if len(reply) != 3 {
 		return driver.Holder{}, false, 0, fmt.Errorf("redislock: unexpected force-release reply %v", reply)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,69 +21,44 @@ func (d *redisDriver) RefreshBatch(ctx context.Context, items []driver.RefreshIt
 }
 
 func (d *redisDriver) refreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
-	names := make([]string, len(items))
+	exts := make([]rediscore.Extension, len(items))
 	for i, it := range items {
-		names[i] = it.Name
+		exts[i] = rediscore.Extension{Key: d.keys.Lock(it.Name), Mark: rediscore.Mark(it.Token), TTL: ttlMillis(it.TTL)}
 	}
-	groups := d.groupNames(names, 0)
-	calls := make([]redisscript.Call, len(groups))
-	for g, idx := range groups {
-		calls[g] = d.refreshCall(items, idx)
-	}
+	b := rediscore.RefreshBatchOf(exts, d.cluster, 0)
 	var cmds []*redis.Cmd
 	var err error
 	if d.cfg.replicas > 0 {
-		cmds, err = d.runSynced(ctx, items, groups, calls)
+		cmds, err = d.runSynced(ctx, exts, b)
 	} else {
-		cmds, err = redisscript.RunPipelined(ctx, d.client, redisscript.RefreshBatch, calls)
+		cmds, err = rediscore.RunPipelined(ctx, d.client, rediscore.RefreshBatch, b.Calls)
 	}
 	if err != nil {
-		return nil, redisscript.Classify(err)
+		return nil, rediscore.Classify(err)
 	}
-	results := make([]error, len(items))
-	for g, idx := range groups {
-		codes, err := cmds[g].Int64Slice()
-		if err == nil && len(codes) != len(idx) {
-			err = fmt.Errorf("redislock: batch refresh answered %d results for %d locks", len(codes), len(idx))
-		}
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range idx {
-			results[i] = outcome(codes[j])
-		}
+	codes, err := b.Codes(cmds, len(items))
+	if err != nil {
+		return nil, err
 	}
-	return results, nil
+	return outcomes(codes), nil
 }
 
-// groupNames returns the indexes of names grouped into the calls of a
-// batch: by Cluster slot (one group when the client is not a Cluster
-// client), at most max a call when max > 0.
-func (d *redisDriver) groupNames(names []string, max int) [][]int {
-	keys := make([]string, len(names))
-	for i, name := range names {
-		keys[i] = d.keys.Lock(name)
+// outcomes maps the codes of a batch (outcome) one by one.
+func outcomes(codes []int64) []error {
+	results := make([]error, len(codes))
+	for i, c := range codes {
+		results[i] = outcome(c)
 	}
-	return redisscript.Group(keys, d.cluster, max)
-}
-
-// refreshCall is the refresh_batch call of items[idx].
-func (d *redisDriver) refreshCall(items []driver.RefreshItem, idx []int) redisscript.Call {
-	c := redisscript.Call{Keys: make([]string, len(idx)), Args: make([]any, 0, 2*len(idx))}
-	for j, i := range idx {
-		c.Keys[j] = d.keys.Lock(items[i].Name)
-		c.Args = append(c.Args, items[i].Token, ttlMillis(items[i].TTL))
-	}
-	return c
+	return results
 }
 
 // runSynced runs each group's batch on its primary, then WAIT there.
-func (d *redisDriver) runSynced(ctx context.Context, items []driver.RefreshItem, groups [][]int, calls []redisscript.Call) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, len(groups))
-	for g, idx := range groups {
+func (d *redisDriver) runSynced(ctx context.Context, exts []rediscore.Extension, b rediscore.Batch) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(b.Groups))
+	for g, idx := range b.Groups {
 		what := fmt.Sprintf("batch refresh of %d leases", len(idx))
-		err := d.synced(ctx, d.keys.Lock(items[idx[0]].Name), what, func(c *redis.Conn) error {
-			one, err := redisscript.RunPipelined(ctx, c, redisscript.RefreshBatch, calls[g:g+1])
+		err := d.synced(ctx, exts[idx[0]].Key, what, func(c *redis.Conn) error {
+			one, err := rediscore.RunPipelined(ctx, c, rediscore.RefreshBatch, b.Calls[g:g+1])
 			if err == nil {
 				cmds[g] = one[0]
 			}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -146,7 +146,7 @@ func TestSlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := redisscript.Slot(key); int64(got) != want {
+		if got := rediscore.Slot(key); int64(got) != want {
 			t.Errorf("slot(%q) = %d, want %d", key, got, want)
 		}
 	}

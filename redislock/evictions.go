@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // evictionBuffer is how many eviction messages wait for the portable layer
@@ -34,14 +35,14 @@ func (d *redisDriver) publishEviction(ctx context.Context, name string, fence ui
 // Redis confirmed the SUBSCRIBE. stop unsubscribes and waits for the
 // goroutine that decodes the messages.
 func (d *redisDriver) WatchEvictions(ctx context.Context) (<-chan driver.Eviction, func(), error) {
-	w := waiter{ch: make(chan struct{}, 1), own: true, msgs: make(chan string, evictionBuffer)}
-	unsubscribe, err := d.notify.add(ctx, d.evictionChannel(), w)
+	w := rediscore.NewListener(evictionBuffer)
+	unsubscribe, err := d.subscribe(ctx, d.evictionChannel(), w)
 	if err != nil {
 		return nil, nil, err
 	}
 	out := make(chan driver.Eviction, evictionBuffer)
 	quit, done := make(chan struct{}), make(chan struct{})
-	go decodeEvictions(w.msgs, out, quit, done)
+	go decodeEvictions(w.Messages(), out, quit, done)
 	stop := sync.OnceFunc(func() {
 		unsubscribe()
 		close(quit)

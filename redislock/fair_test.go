@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -151,7 +150,7 @@ func TestFairHandOff(t *testing.T) {
 	srv := testserver.Redis(t)
 	c := client(t, srv.Addr)
 	ctx := ctxT(t)
-	hook := &shaCounter{sha: redisscript.Acquire.Hash()}
+	hook := &shaCounter{sha: redislock.AcquireScript.Hash()}
 	c.AddHook(hook)
 	l := lockerWith(t, c, redislock.Config{NoFairQueue: false})
 	defer l.Close()

@@ -27,7 +27,7 @@ func TestHandOffIsProvisional(t *testing.T) {
 			if g, err := d.TryAcquire(ctx, holder); err != nil || !g.Acquired {
 				t.Fatalf("holder: %+v %v", g, err)
 			}
-			if g, _, err := d.attempt(ctx, waiter, queuing{lease: waiterLease}); err != nil || g.Acquired {
+			if g, _, err := d.attempt(ctx, waiter, queuing{placeTTL: placeTTL}); err != nil || g.Acquired {
 				t.Fatalf("waiter's first attempt: %+v %v, want queued", g, err)
 			}
 			var err error
@@ -51,7 +51,7 @@ func TestHandOffIsProvisional(t *testing.T) {
 			if n := c.ZCard(ctx, d.keys.Queue(name)).Val(); n != 0 {
 				t.Errorf("%d queued after the hand-off, want 0 (the head's place is spent)", n)
 			}
-			g, _, err := d.attempt(ctx, waiter, queuing{lease: waiterLease})
+			g, _, err := d.attempt(ctx, waiter, queuing{placeTTL: placeTTL})
 			if err != nil || !g.Acquired || !strings.HasPrefix(v, waiter.Token+"\n"+itoa(g.Fence)+"\n") {
 				t.Fatalf("confirmation: %+v %v, want the hand-off's grant %q", g, err, v)
 			}

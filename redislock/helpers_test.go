@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
 
-var keys = redisscript.Keys{Prefix: redisscript.DefaultPrefix}
+var keys = rediscore.Keys{Prefix: rediscore.DefaultPrefix}
 
 // stealScript makes a foreign token hold a lock, with a fresh fence.
 var stealScript = redis.NewScript(`

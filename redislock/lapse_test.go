@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -41,7 +40,7 @@ func (h gateScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // waiter whose wait ran out, and whose background dequeue has not reached
 // Redis yet.
 func holdDequeue(release <-chan struct{}) gateScript {
-	return gateScript{hash: redisscript.Dequeue.Hash(), gate: func(ctx context.Context) error {
+	return gateScript{hash: redislock.DequeueScript.Hash(), gate: func(ctx context.Context) error {
 		select {
 		case <-release:
 			return nil
@@ -56,7 +55,7 @@ func holdDequeue(release <-chan struct{}) gateScript {
 // they were made (a loaded server or network), after the wait they carry
 // was taken.
 func delayAcquire(delay time.Duration) gateScript {
-	return gateScript{hash: redisscript.Acquire.Hash(), gate: func(ctx context.Context) error {
+	return gateScript{hash: redislock.AcquireScript.Hash(), gate: func(ctx context.Context) error {
 		select {
 		case <-time.After(delay):
 			return nil

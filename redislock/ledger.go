@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
 // The run ledger (driver.Ledger): a name's runs live beside its lock, in
 // the same hash slot, at prefix{name}:runs and prefix{name}:runs:slots
-// (redisscript.Keys.Runs). Each write is one fenced script; under
+// (rediscore.Keys.Runs). Each write is one fenced script; under
 // Config.ReplicaSync it counts only once WAIT confirms the replicas have
 // it, as a grant does.
 
@@ -28,7 +28,7 @@ type claimed struct {
 // ClaimRun implements driver.Ledger with the claim-run script: fenced,
 // atomic, and dropping the slots beyond the newest keep.
 func (d *redisDriver) ClaimRun(ctx context.Context, rec driver.RunRecord, rerun bool, keep int) (driver.RunRecord, bool, error) {
-	w, err := redisscript.ClaimWrite(d.keys, rec, rerun, keep)
+	w, err := rediscore.ClaimWrite(d.keys, rec, rerun, keep)
 	if err != nil {
 		return driver.RunRecord{}, false, err
 	}
@@ -44,15 +44,15 @@ func (d *redisDriver) ClaimRun(ctx context.Context, rec driver.RunRecord, rerun 
 	switch {
 	case err != nil:
 		return driver.RunRecord{}, false, err
-	case c.code == redisscript.RunRefused:
-		return driver.RunRecord{}, false, fmt.Errorf("redislock: %w", redisscript.Refused(rec))
+	case c.code == rediscore.RunRefused:
+		return driver.RunRecord{}, false, fmt.Errorf("redislock: %w", rediscore.Refused(rec))
 	}
-	return c.rec, c.code == redisscript.RunWritten, nil
+	return c.rec, c.code == rediscore.RunWritten, nil
 }
 
 // FinishRun implements driver.Ledger with the finish-run script.
 func (d *redisDriver) FinishRun(ctx context.Context, rec driver.RunRecord) error {
-	w, err := redisscript.FinishWrite(d.keys, rec)
+	w, err := rediscore.FinishWrite(d.keys, rec)
 	if err != nil {
 		return err
 	}
@@ -68,9 +68,9 @@ func (d *redisDriver) FinishRun(ctx context.Context, rec driver.RunRecord) error
 	switch {
 	case err != nil:
 		return err
-	case code == redisscript.RunRefused:
-		return fmt.Errorf("redislock: %w", redisscript.Refused(rec))
-	case code != redisscript.RunWritten:
+	case code == rediscore.RunRefused:
+		return fmt.Errorf("redislock: %w", rediscore.Refused(rec))
+	case code != rediscore.RunWritten:
 		return fmt.Errorf("redislock: run ledger of %q has no run of slot %s under fence %d (dropped, or run again): %w",
 			rec.Name, rec.Slot.UTC().Format(time.RFC3339Nano), rec.Fence, driver.ErrNotHeld)
 	}
@@ -80,7 +80,7 @@ func (d *redisDriver) FinishRun(ctx context.Context, rec driver.RunRecord) error
 // Runs implements driver.Ledger: one HGETALL of the name's ledger.
 func (d *redisDriver) Runs(ctx context.Context, name string) ([]driver.RunRecord, error) {
 	return bounded(ctx, d, func() ([]driver.RunRecord, error) {
-		return redisscript.ReadRuns(ctx, d.client, d.keys, name)
+		return rediscore.ReadRuns(ctx, d.client, d.keys, name)
 	})
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -128,7 +128,7 @@ func TestLedgerFencedOnRedis(t *testing.T) {
 	}
 	cur := runRec(name, 1, high, "current")
 	claim(cur, 10)
-	field, stored, _ := redisscript.EncodeRun(cur)
+	field, stored, _ := rediscore.EncodeRun(cur)
 	stale := runRec(name, 2, high-1, "stale")
 	_, _, claimErr := g.ClaimRun(ctx, stale, false, 10)
 	stale.Slot, stale.Ended, stale.Status = cur.Slot, time.Now(), "ok"
@@ -139,7 +139,7 @@ func TestLedgerFencedOnRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hash) != 2 || hash[redisscript.RunsFence] != "9007199254740993" || hash[field] != stored {
+	if len(hash) != 2 || hash[rediscore.RunsFence] != "9007199254740993" || hash[field] != stored {
 		t.Errorf("ledger hash after the refused writes = %v; want only the current run and fence 9007199254740993", hash)
 	}
 	for _, m := range []int{5, 3, 4} {
@@ -226,7 +226,7 @@ func TestLedgerReplicaSync(t *testing.T) {
 	if _, ok, err := g.ClaimRun(ctx, rec, false, 10); err != nil || !ok {
 		t.Fatalf("ClaimRun = %v, %v", ok, err)
 	}
-	field, _ := redisscript.RunField(rec.Slot)
+	field, _ := rediscore.RunField(rec.Slot)
 	if v, err := client(t, replica.Addr).HGet(ctx, keys.Runs(name), field).Result(); err != nil || !strings.Contains(v, `"owner":"h"`) {
 		t.Errorf("replica has %q, %v right after the claim; want the record", v, err)
 	}

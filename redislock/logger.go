@@ -3,7 +3,7 @@ package redislock
 import (
 	"log/slog"
 
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,8 +26,8 @@ func (d *redisDriver) useLogger(l *slog.Logger) {
 
 // routeLogs sends go-redis's log lines to l, with client's password hidden.
 func routeLogs(client redis.UniversalClient, l *slog.Logger) {
-	redisscript.HideSecret(password(client))
-	redisscript.SetLogger(l)
+	rediscore.HideSecret(password(client))
+	rediscore.SetLogger(l)
 }
 
 // log is the driver's logger: Config.Logger, the Locker's, or

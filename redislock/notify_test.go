@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // TestWatchSharedConnection: 50 waiters on 5 names share one pub/sub
@@ -137,8 +137,8 @@ func TestReleasePublishesWhileWatched(t *testing.T) {
 	if g, err := d.TryAcquire(ctx, driver.Request{Name: name, Token: "w", Owner: "o", TTL: time.Minute}); err != nil || g.Acquired {
 		t.Fatalf("attempt on a held lock: %+v, %v", g, err)
 	}
-	if ttl := c.PTTL(ctx, d.keys.Watched(name)).Val(); ttl <= 0 || ttl > redisscript.WatchedTTL {
-		t.Errorf("watched mark PTTL after a failed attempt = %v, want in (0, %v]", ttl, redisscript.WatchedTTL)
+	if ttl := c.PTTL(ctx, d.keys.Watched(name)).Val(); ttl <= 0 || ttl > rediscore.WatchedTTL {
+		t.Errorf("watched mark PTTL after a failed attempt = %v, want in (0, %v]", ttl, rediscore.WatchedTTL)
 	}
 	if !published("h") {
 		t.Error("a release after a failed attempt did not publish")

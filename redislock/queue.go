@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // Waiters queue first-come first-served. A waiter that is not granted is
@@ -16,7 +16,7 @@ import (
 // to that head's own channel, so one waiter (not every one, and no other
 // process) is woken and tries. A waiter renews its place every waiterPoll;
 // one that stops doing so (its process died) is dropped from the queue
-// waiterLease after its last attempt.
+// placeTTL after its last attempt.
 //
 // A release hands the lock to the head for handoffLease only (or its TTL
 // if shorter): the release's message is the head's grant, provisional
@@ -31,20 +31,20 @@ import (
 // attempts too late rejoins the queue at its own place
 // (queuing.arrival): only the time it let run out is lost.
 const (
-	waiterLease  = 3 * time.Second
+	placeTTL     = 3 * time.Second
 	waiterPoll   = time.Second
 	handoffLease = time.Second
 )
 
 // queuing says how an attempt queues when it is not granted. With a zero
-// lease it does not (a single attempt). Otherwise the caller queues (or
-// stays queued), and its place lapses lease after the attempt unless it
-// comes back. arrival, when not zero, is the server time (µs) of the
+// placeTTL it does not (a single attempt). Otherwise the caller queues (or
+// stays queued), and its place lapses placeTTL after the attempt unless
+// it comes back. arrival, when not zero, is the server time (µs) of the
 // caller's first attempt: a caller whose place was dropped while it was
 // alive rejoins there, not at the tail.
 type queuing struct {
-	lease   time.Duration
-	arrival uint64
+	placeTTL time.Duration
+	arrival  uint64
 }
 
 // fairDriver is the driver with driver.Queuer, unless Config.NoFairQueue.
@@ -61,7 +61,7 @@ var _ driver.Queuer = fairDriver{}
 // failure it gives up its place in the queue.
 func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	sent := time.Now()
-	g, us, err := d.attempt(ctx, req, queuing{lease: waiterLease})
+	g, us, err := d.attempt(ctx, req, queuing{placeTTL: placeTTL})
 	if g.Acquired {
 		g.Since = sent
 	}
@@ -71,11 +71,13 @@ func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver
 		}
 		return g, err
 	}
-	wake, stop, werr := d.notify.watchOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token))
-	if werr == nil {
+	// A listener: the waiter is alone on its channel, and each message's
+	// payload matters (a hand-off, or its turn to try: "").
+	w := rediscore.NewListener(1)
+	if stop, werr := d.subscribe(ctx, d.keys.WaiterChannel(req.Name, req.Token), w); werr == nil {
 		defer stop()
 	}
-	g, err = d.waitLoop(ctx, req, wake, g, queuing{lease: waiterLease, arrival: us}, turn{sent, us})
+	g, err = d.waitLoop(ctx, req, w.Messages(), g, queuing{placeTTL: placeTTL, arrival: us}, turn{sent, us})
 	if err != nil || !g.Acquired {
 		d.dequeue(ctx, req)
 	}
@@ -180,7 +182,7 @@ func nextPoll(h driver.Holder) time.Duration {
 func (d *redisDriver) dequeue(ctx context.Context, req driver.Request) {
 	keys := []string{d.keys.Lock(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name), d.keys.Asks(req.Name)}
 	d.background(ctx, func(ctx context.Context) {
-		_ = redisscript.Dequeue.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
+		_ = dequeueScript.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
 	})
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,8 +38,8 @@ const (
 // URL query key.
 type Config struct {
 	// Prefix starts every key and channel (URL key prefix; default
-	// redisscript's "dlock:", also for ""): at most 64 bytes. Lockers
-	// that should exclude each other must use the same prefix.
+	// "dlock:", also for ""): at most 64 bytes. Lockers that should
+	// exclude each other must use the same prefix.
 	Prefix string
 	// ReplicaSync makes a grant, and every refresh, count only once WAIT
 	// confirms that this many replicas have it (URL key replica_sync;
@@ -129,7 +129,7 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{prefix: redisscript.DefaultPrefix, replicaTimeout: DefaultReplicaTimeout, fair: true}
+	return config{prefix: rediscore.DefaultPrefix, replicaTimeout: DefaultReplicaTimeout, fair: true}
 }
 
 // resolve validates c and fills in the defaults.
@@ -162,12 +162,14 @@ func (c Config) resolve() (config, error) {
 type redisDriver struct {
 	client redis.UniversalClient
 	owned  bool // opened from a URL: Close closes the client
-	keys   redisscript.Keys
+	keys   rediscore.Keys
 	cfg    config
 	// logger is cfg.logger, else the Locker's (SetLogger), else nil for
 	// slog.Default() (log).
 	logger atomic.Pointer[slog.Logger]
-	notify *notifier
+	// notify is the one pub/sub connection of every waiter (and of
+	// WatchEvictions).
+	notify *rediscore.Mux
 	// cluster: one fence counter per hash slot rather than one per server.
 	cluster bool
 	// honours: the client returns by its context's deadline on its own
@@ -183,11 +185,11 @@ type redisDriver struct {
 }
 
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
-	d := &redisDriver{client: client, owned: owned, keys: redisscript.Keys{Prefix: cfg.prefix}, cfg: cfg}
+	d := &redisDriver{client: client, owned: owned, keys: rediscore.Keys{Prefix: cfg.prefix}, cfg: cfg}
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.honours = honoursDeadlines(client)
 	d.workers = newWorkers()
-	d.notify = newNotifier(client)
+	d.notify = rediscore.NewMux(client, nil)
 	if cfg.logger != nil {
 		d.useLogger(cfg.logger)
 	}
@@ -199,7 +201,7 @@ func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDrive
 func (d *redisDriver) prepare() {
 	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
 	defer cancel()
-	if redisscript.Load(ctx, d.client) == nil {
+	if loadScripts(ctx, d.client) == nil {
 		warnPersistence(ctx, d.client, d.log())
 	}
 }
@@ -252,9 +254,9 @@ func (d *redisDriver) refreshOnce(ctx context.Context, name, token string, ttl t
 }
 
 func (d *redisDriver) refresh(ctx context.Context, c redis.Scripter, name, token string, ttl time.Duration) error {
-	n, err := redisscript.Refresh.Run(ctx, c, []string{d.keys.Lock(name)}, token, ttlMillis(ttl)).Int64()
+	n, err := rediscore.Refresh.Run(ctx, c, []string{d.keys.Lock(name)}, rediscore.Mark(token), ttlMillis(ttl)).Int64()
 	if err != nil {
-		return redisscript.Classify(err)
+		return rediscore.Classify(err)
 	}
 	return outcome(n)
 }
@@ -270,12 +272,12 @@ func (d *redisDriver) Release(ctx context.Context, name, token string) error {
 func (d *redisDriver) release(ctx context.Context, c redis.Scripter, name, token string) error {
 	ks := d.keys.Set(name, d.cluster)
 	keys := []string{ks[1], ks[0], ks[2], ks[3], ks[5], ks[6]} // counter, then releaseKeys(ks)
-	n, err := redisscript.Release.Run(ctx, c, keys, handoffLease.Milliseconds(), token).Int64Slice()
+	n, err := releaseScript.Run(ctx, c, keys, handoffLease.Milliseconds(), rediscore.Mark(token)).Int64Slice()
 	if err == nil && len(n) != 1 {
 		err = fmt.Errorf("redislock: release answered %d results for one lock", len(n))
 	}
 	if err != nil {
-		return redisscript.Classify(err)
+		return rediscore.Classify(err)
 	}
 	return outcome(n[0])
 }
@@ -302,7 +304,7 @@ func outcome(n int64) error {
 // from a URL, closes its client.
 func (d *redisDriver) Close() error {
 	d.bg.Wait()
-	err := d.notify.close()
+	err := d.notify.Close()
 	if d.owned {
 		err = errors.Join(err, d.client.Close())
 	}

@@ -2,10 +2,9 @@ package redislock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // maxReleaseBatch bounds one release script call, so that one script never
@@ -21,45 +20,32 @@ func (d *redisDriver) ReleaseBatch(ctx context.Context, items []driver.ReleaseIt
 }
 
 func (d *redisDriver) releaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
-	names := make([]string, len(items))
+	keys := make([]string, len(items))
 	for i, it := range items {
-		names[i] = it.Name
+		keys[i] = d.keys.Lock(it.Name)
 	}
-	groups := d.groupNames(names, maxReleaseBatch)
-	calls := make([]redisscript.Call, len(groups))
-	for g, idx := range groups {
-		calls[g] = d.releaseCall(items, idx)
+	b := rediscore.Batch{Groups: rediscore.Group(keys, d.cluster, maxReleaseBatch)}
+	b.Calls = make([]rediscore.Call, len(b.Groups))
+	for g, idx := range b.Groups {
+		b.Calls[g] = d.releaseCall(items, idx)
 	}
-	cmds, err := redisscript.RunPipelined(ctx, d.client, redisscript.Release, calls)
+	codes, err := b.Run(ctx, d.client, releaseScript, len(items))
 	if err != nil {
-		return nil, redisscript.Classify(err)
+		return nil, rediscore.Classify(err)
 	}
-	results := make([]error, len(items))
-	for g, idx := range groups {
-		codes, err := cmds[g].Int64Slice()
-		if err == nil && len(codes) != len(idx) {
-			err = fmt.Errorf("redislock: batch release answered %d results for %d locks", len(codes), len(idx))
-		}
-		if err != nil {
-			return nil, redisscript.Classify(err)
-		}
-		for j, i := range idx {
-			results[i] = outcome(codes[j])
-		}
-	}
-	return results, nil
+	return outcomes(codes), nil
 }
 
 // releaseCall is the release script's call of items[idx], which share a
 // fence counter (one server, or one Cluster slot).
-func (d *redisDriver) releaseCall(items []driver.ReleaseItem, idx []int) redisscript.Call {
-	c := redisscript.Call{Keys: make([]string, 1, 1+5*len(idx)), Args: make([]any, 1, 1+len(idx))}
+func (d *redisDriver) releaseCall(items []driver.ReleaseItem, idx []int) rediscore.Call {
+	c := rediscore.Call{Keys: make([]string, 1, 1+5*len(idx)), Args: make([]any, 1, 1+len(idx))}
 	c.Args[0] = handoffLease.Milliseconds()
 	for _, i := range idx {
 		ks := d.keys.Set(items[i].Name, d.cluster)
 		c.Keys[0] = ks[1]
 		c.Keys = append(c.Keys, releaseKeys(ks)...)
-		c.Args = append(c.Args, items[i].Token)
+		c.Args = append(c.Args, rediscore.Mark(items[i].Token))
 	}
 	return c
 }

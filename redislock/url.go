@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/dlockdev/dlock/internal/wireprobe"
 	"github.com/redis/go-redis/v9"
 )
@@ -113,26 +113,34 @@ func parseURL(rawURL string) (redis.UniversalClient, config, error) {
 		return nil, config{}, err
 	}
 	stripTaken(u, q)
+	client, err := newClient(u.String(), rawURL, cluster, ctxTimeout)
+	return client, cfg, err
+}
+
+// newClient builds the go-redis client of goURL, the URL without the
+// driver's keys (rawURL, as given, is for errors with its password
+// hidden): a Cluster client when cluster is set.
+func newClient(goURL, rawURL string, cluster, ctxTimeout bool) (redis.UniversalClient, error) {
 	if cluster {
-		opt, err := redis.ParseClusterURL(u.String())
-		if err != nil {
-			return nil, cfg, invalidURL(scrub(err, rawURL).Error())
+		opt, err := redis.ParseClusterURL(goURL)
+		if err == nil {
+			err = rediscore.CheckClusterOptions(opt)
 		}
-		if err := redisscript.CheckClusterOptions(opt); err != nil {
-			return nil, cfg, invalidURL(err.Error())
+		if err != nil {
+			return nil, invalidURL(scrub(err, rawURL).Error())
 		}
 		opt.ContextTimeoutEnabled = ctxTimeout
-		return redis.NewClusterClient(opt), cfg, nil
+		return redis.NewClusterClient(opt), nil
 	}
-	opt, err := redis.ParseURL(u.String())
+	opt, err := redis.ParseURL(goURL)
+	if err == nil {
+		err = rediscore.CheckOptions(opt)
+	}
 	if err != nil {
-		return nil, cfg, invalidURL(scrub(err, rawURL).Error())
-	}
-	if err := redisscript.CheckOptions(opt); err != nil {
-		return nil, cfg, invalidURL(err.Error())
+		return nil, invalidURL(scrub(err, rawURL).Error())
 	}
 	opt.ContextTimeoutEnabled = ctxTimeout
-	return redis.NewClient(opt), cfg, nil
+	return redis.NewClient(opt), nil
 }
 
 // ownKeys reads and removes the driver's keys into a Config; cluster
@@ -155,7 +163,7 @@ func ownKeys(q url.Values) (c Config, cluster bool, err error) {
 	}
 	if q.Has(keyPrefix) {
 		if c.Prefix = q.Get(keyPrefix); c.Prefix == "" {
-			return c, false, invalidURL(fmt.Sprintf("query prefix is empty: give a key prefix, or leave the key out for the default %q", redisscript.DefaultPrefix))
+			return c, false, invalidURL(fmt.Sprintf("query prefix is empty: give a key prefix, or leave the key out for the default %q", rediscore.DefaultPrefix))
 		}
 	}
 	if err := replicaKeys(q, &c); err != nil {

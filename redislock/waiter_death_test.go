@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -171,7 +171,7 @@ func TestLateConfirmationKeepsItsPlace(t *testing.T) {
 	ctx := ctxT(t)
 	var late atomic.Bool
 	bc := client(t, srv.Addr)
-	bc.AddHook(gateScript{hash: redisscript.Acquire.Hash(), gate: func(ctx context.Context) error {
+	bc.AddHook(gateScript{hash: redislock.AcquireScript.Hash(), gate: func(ctx context.Context) error {
 		if !late.Load() {
 			return nil
 		}
@@ -262,7 +262,7 @@ func TestLateRefreshOfAHandOffLosesIt(t *testing.T) {
 	srv, admin, held := heldOnNewServer(t, name, time.Minute)
 	ctx := ctxT(t)
 	bc := client(t, srv.Addr)
-	bc.AddHook(gateScript{hash: redisscript.Refresh.Hash(), gate: func(ctx context.Context) error {
+	bc.AddHook(gateScript{hash: rediscore.Refresh.Hash(), gate: func(ctx context.Context) error {
 		select {
 		case <-time.After(2500 * time.Millisecond):
 			return nil

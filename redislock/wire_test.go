@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/redisscript"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -193,7 +192,7 @@ func (a *attemptLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 func (a *attemptLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
-		if cmd.Name() != "evalsha" || len(args) < 2 || args[1] != redisscript.Acquire.Hash() {
+		if cmd.Name() != "evalsha" || len(args) < 2 || args[1] != redislock.AcquireScript.Hash() {
 			return next(ctx, cmd)
 		}
 		at := attempt{start: time.Now(), holderTTL: -1}

@@ -7,7 +7,8 @@
 -- The lock's value is "token/attempt\nfence\nowner". The attempt number
 -- grows with every attempt of one token: a stale attempt's request that
 -- arrives late never overwrites a newer attempt's key.
--- KEYS[1] lock key, KEYS[2] the node's fence counter (see counter.lua).
+-- KEYS[1] lock key, KEYS[2] the node's fence counter (see counter.lua);
+-- held is the token check (internal/rediscore/held.lua).
 -- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] owner, ARGV[4] '1' to fence,
 -- ARGV[5] attempt number.
 -- Returns {1, counter} when taken ('0' without fencing), else
@@ -16,7 +17,7 @@ local mine = ARGV[1] .. '/'
 local v = redis.call('GET', KEYS[1])
 if v then
   local tok, fence, owner = string.match(v, '^([^\n]*)\n([^\n]*)\n(.*)$')
-  local own = tok and string.sub(tok, 1, #mine) == mine
+  local own = tok and held(v, mine)
   if not own or (tonumber(string.sub(tok, #mine + 1)) or 0) > tonumber(ARGV[5]) then
     return {0, fence or '0', owner or '', redis.call('PTTL', KEYS[1])}
   end

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,10 +22,6 @@ import (
 // leftover, or a lease that lost its majority) holds nothing. When too
 // many nodes fail to answer for the answers to decide either way, the
 // call says so with an error rather than guess.
-
-// adminKeys is the driver's key layout in the shared form: the same
-// prefix, braces and escaping as lockKey, for SCAN patterns and decoding.
-var adminKeys = redisscript.Keys{Prefix: keyPrefix}
 
 const (
 	// scanCount is the COUNT hint of each SCAN step.
@@ -39,37 +35,6 @@ const (
 	// other nodes in time.
 	adminNodeTimeout = 2 * time.Second
 )
-
-// forceSrc deletes a lock key whatever its token, wakes the waiters and
-// reads the node's fence counter, in one atomic step.
-// KEYS[1] lock key, KEYS[2] fence counter.
-// ARGV[1] release channel, ARGV[2] '1' to read the counter.
-// Returns {value or "", pttl, counter}. A missing counter (a node restarted
-// empty) reads as the acquire script would give it, the node's clock in
-// microseconds, which is above every value it can have held before.
-const forceSrc = `
-local v = redis.call('GET', KEYS[1])
-local pttl = redis.call('PTTL', KEYS[1])
-local counter = '0'
-if ARGV[2] == '1' then
-  counter = fencecounter()
-  if not counter then
-    local t = redis.call('TIME')
-    counter = t[1] .. string.format('%06d', tonumber(t[2]))
-  end
-end
-if not v then
-  return {'', -2, counter}
-end
-redis.call('DEL', KEYS[1])
--- The same message on every node, so that a waiter woken by one node
--- ignores the copies from the others.
-local tok = string.match(v, '^[^/\n]*')
-redis.call('PUBLISH', ARGV[1], string.sub(redis.sha1hex('force\n' .. tok), 1, 16))
-return {v, pttl, counter}
-`
-
-var forceScript = redis.NewScript(counterSrc + forceSrc)
 
 // Inspect implements driver.Lister. It reads name's lock key on every node
 // in parallel (each bounded by the node timeout) and reports a holder only
@@ -123,7 +88,7 @@ func (d *redlock) List(ctx context.Context, prefix string) ([]driver.Holder, err
 // on at least quorum nodes, of which at most the failed ones went
 // unscanned. It fails when fewer than a majority of the nodes answered.
 func (d *redlock) listNames(ctx context.Context, prefix string) ([]string, error) {
-	pattern := adminKeys.Pattern(prefix)
+	pattern := layout.Pattern(prefix)
 	scans := each(ctx, d, 0, 0, func(ctx context.Context, i int) ([]string, error) {
 		return d.scan(ctx, i, pattern, prefix)
 	})
@@ -266,7 +231,7 @@ func (d *redlock) forceAll(ctx context.Context, name string) ([]vote, uint64, er
 	}
 	timeout := max(d.cfg.nodeTimeout, adminNodeTimeout)
 	rs := each(ctx, d, timeout, 2*timeout, func(ctx context.Context, i int) (forced, error) {
-		res, err := forceScript.Run(ctx, d.nodes[i].client, d.nodes[i].keys(name), channelOf(name), fencing).Slice()
+		res, err := forceScript.Run(ctx, d.nodes[i].client, d.nodes[i].keys(name), layout.Channel(name), fencing).Slice()
 		if err != nil {
 			return forced{}, err
 		}
@@ -348,8 +313,8 @@ func (d *redlock) read(ctx context.Context, i int, names []string) ([]vote, erro
 	ttls := make([]*redis.Cmd, len(names))
 	_, err := d.nodes[i].client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for j, name := range names {
-			gets[j] = p.Get(ctx, lockKey(name))
-			ttls[j] = p.Do(ctx, "PTTL", lockKey(name))
+			gets[j] = p.Get(ctx, layout.Lock(name))
+			ttls[j] = p.Do(ctx, "PTTL", layout.Lock(name))
 		}
 		return nil
 	})
@@ -388,7 +353,7 @@ func (d *redlock) scan(ctx context.Context, i int, pattern, prefix string) ([]st
 			return nil, err
 		}
 		for _, k := range keys {
-			if name, ok := adminKeys.Name(k); ok && strings.HasPrefix(name, prefix) && !seen[name] {
+			if name, ok := layout.Name(k); ok && strings.HasPrefix(name, prefix) && !seen[name] {
 				seen[name] = true
 				names = append(names, name)
 			}
@@ -464,8 +429,8 @@ func largestGroup(name string, votes []vote) (*group, []error) {
 // holderKey parses a lock value and returns the key its holder is grouped
 // by: the value without the token's attempt number. An unparsable value
 // agrees only with itself.
-func holderKey(raw string) (string, redisscript.Value, error) {
-	val, err := redisscript.ParseValue(raw)
+func holderKey(raw string) (string, rediscore.Value, error) {
+	val, err := rediscore.ParseValue(raw)
 	if err != nil {
 		return "\x00" + raw, val, err
 	}

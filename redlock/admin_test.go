@@ -12,22 +12,27 @@ import (
 
 const adminOwner = "admin-test-owner"
 
-// TestAdminKeys: the shared key layout the admin calls scan and decode
-// with is exactly the driver's own.
+// TestAdminKeys: the key layout the admin calls scan and decode with
+// keeps the lock keys that earlier versions wrote, and tells them from
+// the other keys.
 func TestAdminKeys(t *testing.T) {
-	for _, name := range []string{"a", "a/b", "we}ird%7D{name", "100%", "*?[x]"} {
-		if got, want := adminKeys.Lock(name), lockKey(name); got != want {
-			t.Errorf("adminKeys.Lock(%q) = %q, want lockKey's %q", name, got, want)
+	stored := map[string]string{
+		"a": "dlock:redlock:{a}", "a/b": "dlock:redlock:{a/b}", "we}ird%7D{name": "dlock:redlock:{we%7Dird%257D{name}",
+		"100%": "dlock:redlock:{100%25}", "*?[x]": "dlock:redlock:{*?[x]}",
+	}
+	for name, want := range stored {
+		if got := layout.Lock(name); got != want {
+			t.Errorf("layout.Lock(%q) = %q, want %q", name, got, want)
 		}
-		if got, ok := adminKeys.Name(lockKey(name)); !ok || got != name {
-			t.Errorf("adminKeys.Name(lockKey(%q)) = %q, %v", name, got, ok)
+		if got, ok := layout.Name(layout.Lock(name)); !ok || got != name {
+			t.Errorf("layout.Name(layout.Lock(%q)) = %q, %v", name, got, ok)
 		}
 	}
-	if _, ok := adminKeys.Name(legacyFenceKey("a")); ok {
+	if _, ok := layout.Name(layout.LegacyFence("a")); ok {
 		t.Error("a fence key decodes as a lock name")
 	}
 	for _, cluster := range []bool{false, true} {
-		if _, ok := adminKeys.Name(counterKey("a", cluster)); ok {
+		if _, ok := layout.Name(layout.Counter("a", cluster)); ok {
 			t.Errorf("the node's fence counter (cluster %v) decodes as a lock name", cluster)
 		}
 	}
@@ -62,7 +67,7 @@ func TestAdminInspectList(t *testing.T) {
 	}
 	// A foreign key on 2 of 5 nodes holds nothing.
 	for _, i := range []int{0, 1} {
-		if err := ns.admin[i].Set(ctx, lockKey("admin/minority"), "other/1\n7\nminor", time.Minute).Err(); err != nil {
+		if err := ns.admin[i].Set(ctx, layout.Lock("admin/minority"), "other/1\n7\nminor", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -38,9 +38,9 @@ func TestFenceStateBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(keys) != 1 || keys[0] != counterKey("any", false) {
+		if len(keys) != 1 || keys[0] != layout.Counter("any", false) {
 			t.Errorf("node %d keeps %d keys after 500 released grants, want only the counter %q: %.5q",
-				i, len(keys), counterKey("any", false), keys)
+				i, len(keys), layout.Counter("any", false), keys)
 		}
 	}
 }
@@ -60,7 +60,7 @@ func TestLegacyFenceFolded(t *testing.T) {
 	_ = ls.Release(ctx)
 	old := ls.Fence() + 1_000_000
 	for _, c := range ns.admin {
-		if err := c.Set(ctx, legacyFenceKey("upgraded"), strconv.FormatUint(old, 10), 0).Err(); err != nil {
+		if err := c.Set(ctx, layout.LegacyFence("upgraded"), strconv.FormatUint(old, 10), 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestLegacyFenceFolded(t *testing.T) {
 	}
 	_ = ls.Release(ctx)
 	for i, c := range ns.admin {
-		if n, err := c.Exists(ctx, legacyFenceKey("upgraded")).Result(); err != nil || n != 0 {
+		if n, err := c.Exists(ctx, layout.LegacyFence("upgraded")).Result(); err != nil || n != 0 {
 			t.Errorf("node %d: legacy counter still there (%d, %v)", i, n, err)
 		}
 	}

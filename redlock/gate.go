@@ -67,13 +67,12 @@ const hotFor = time.Second
 // has waiters on it, or saw it refused within hotFor.
 func (h *hub) contended(name string) bool {
 	h.mu.Lock()
-	subs := h.subs
 	hot, ok := h.hot[name]
 	h.mu.Unlock()
 	if ok && time.Since(hot) < hotFor {
 		return true
 	}
-	return len(subs) > 0 && len(subs[0].watchers(channelOf(name))) > 0
+	return len(h.waiters(name)) > 0
 }
 
 // refused marks name as contended.

@@ -10,13 +10,13 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
 // The run ledger (driver.Ledger) over the nodes: every node keeps a copy
 // of a name's ledger in the single-node driver's layout and scripts
-// (internal/redisscript), at dlock:redlock:{name}:runs and :runs:slots,
+// (internal/rediscore), at dlock:redlock:{name}:runs and :runs:slots,
 // each write fenced on each node. A write succeeds when a majority of the
 // nodes took it; a read merges the answers of a majority (mergeRuns). The
 // portable layer writes only while it holds the name's lock under the
@@ -41,7 +41,7 @@ func (d *redlock) ClaimRun(ctx context.Context, rec driver.RunRecord, rerun bool
 	if !d.cfg.fencing {
 		return driver.RunRecord{}, false, errLedgerUnfenced
 	}
-	w, err := redisscript.ClaimWrite(adminKeys, rec, true, keep)
+	w, err := rediscore.ClaimWrite(layout, rec, true, keep)
 	if err != nil {
 		return driver.RunRecord{}, false, err
 	}
@@ -71,7 +71,7 @@ type slotRead struct {
 // majority answered, and with driver.ErrNotHeld when a node's ledger has
 // seen a fence above rec's.
 func (d *redlock) slotRun(ctx context.Context, rec driver.RunRecord) (driver.RunRecord, bool, error) {
-	field, err := redisscript.RunField(rec.Slot)
+	field, err := rediscore.RunField(rec.Slot)
 	if err != nil {
 		return driver.RunRecord{}, false, err
 	}
@@ -91,7 +91,7 @@ func (d *redlock) slotRun(ctx context.Context, rec driver.RunRecord) (driver.Run
 		switch {
 		case r.err != nil:
 		case r.val.fence > rec.Fence:
-			return driver.RunRecord{}, false, fmt.Errorf("redlock: %w", redisscript.Refused(rec))
+			return driver.RunRecord{}, false, fmt.Errorf("redlock: %w", rediscore.Refused(rec))
 		case r.val.found:
 			copies = append(copies, r.val.rec)
 		}
@@ -103,7 +103,7 @@ func (d *redlock) slotRun(ctx context.Context, rec driver.RunRecord) (driver.Run
 // readSlot reads, on one node, the highest fence of name's ledger and the
 // record of the slot field.
 func readSlot(ctx context.Context, c redis.UniversalClient, name, field string) (slotRead, error) {
-	vals, err := c.HMGet(ctx, adminKeys.Runs(name), redisscript.RunsFence, field).Result()
+	vals, err := c.HMGet(ctx, layout.Runs(name), rediscore.RunsFence, field).Result()
 	if err != nil {
 		return slotRead{}, err
 	}
@@ -114,7 +114,7 @@ func readSlot(ctx context.Context, c redis.UniversalClient, name, field string) 
 		}
 	}
 	if s, ok := vals[1].(string); ok {
-		out.rec, err = redisscript.DecodeRun(name, s)
+		out.rec, err = rediscore.DecodeRun(name, s)
 		out.found = err == nil
 	}
 	return out, err
@@ -122,7 +122,7 @@ func readSlot(ctx context.Context, c redis.UniversalClient, name, field string) 
 
 // claimAll writes the claim w to every node and succeeds when a majority
 // took it.
-func (d *redlock) claimAll(ctx context.Context, w redisscript.RunWrite) error {
+func (d *redlock) claimAll(ctx context.Context, w rediscore.RunWrite) error {
 	rs := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) (int64, error) {
 		code, _, err := w.Claim(ctx, d.nodes[i].client)
 		return code, err
@@ -134,9 +134,9 @@ func (d *redlock) claimAll(ctx context.Context, w redisscript.RunWrite) error {
 	for _, r := range rs {
 		switch {
 		case r.err != nil:
-		case r.val == redisscript.RunRefused:
-			return fmt.Errorf("redlock: %w", redisscript.Refused(w.Rec))
-		case r.val == redisscript.RunWritten:
+		case r.val == rediscore.RunRefused:
+			return fmt.Errorf("redlock: %w", rediscore.Refused(w.Rec))
+		case r.val == rediscore.RunWritten:
 			written++
 		default:
 			kept++
@@ -157,7 +157,7 @@ func (d *redlock) FinishRun(ctx context.Context, rec driver.RunRecord) error {
 	if !d.cfg.fencing {
 		return errLedgerUnfenced
 	}
-	w, err := redisscript.FinishWrite(adminKeys, rec)
+	w, err := rediscore.FinishWrite(layout, rec)
 	if err != nil {
 		return err
 	}
@@ -171,9 +171,9 @@ func (d *redlock) FinishRun(ctx context.Context, rec driver.RunRecord) error {
 	for _, r := range rs {
 		switch {
 		case r.err != nil:
-		case r.val == redisscript.RunRefused:
-			return fmt.Errorf("redlock: %w", redisscript.Refused(rec))
-		case r.val == redisscript.RunWritten:
+		case r.val == rediscore.RunRefused:
+			return fmt.Errorf("redlock: %w", rediscore.Refused(rec))
+		case r.val == rediscore.RunWritten:
 			written++
 		default:
 			missing++
@@ -198,7 +198,7 @@ func (d *redlock) Runs(ctx context.Context, name string) ([]driver.RunRecord, er
 		return nil, errLedgerUnfenced
 	}
 	rs := each(ctx, d, d.cfg.nodeTimeout, 2*d.cfg.nodeTimeout, func(ctx context.Context, i int) ([]driver.RunRecord, error) {
-		return redisscript.ReadRuns(ctx, d.nodes[i].client, adminKeys, name)
+		return rediscore.ReadRuns(ctx, d.nodes[i].client, layout, name)
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err

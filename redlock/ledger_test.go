@@ -9,7 +9,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,11 +29,11 @@ func ledgerRec(name string, m int, fence uint64, owner string) driver.RunRecord 
 // reached only that node would have.
 func ledgerPut(t *testing.T, c *redis.Client, rec driver.RunRecord) {
 	t.Helper()
-	w, err := redisscript.ClaimWrite(adminKeys, rec, false, 100)
+	w, err := rediscore.ClaimWrite(layout, rec, false, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _, err := w.Claim(t.Context(), c); err != nil || code != redisscript.RunWritten {
+	if code, _, err := w.Claim(t.Context(), c); err != nil || code != rediscore.RunWritten {
 		t.Fatalf("claim on one node = %d, %v", code, err)
 	}
 }
@@ -41,10 +41,10 @@ func ledgerPut(t *testing.T, c *redis.Client, rec driver.RunRecord) {
 // ledgerOn lists the nodes whose ledger of name has slot m under owner.
 func ledgerOn(t *testing.T, ns *nodes, name string, m int, owner string) []int {
 	t.Helper()
-	field, _ := redisscript.RunField(ledgerSlot(m).Time)
+	field, _ := rediscore.RunField(ledgerSlot(m).Time)
 	var on []int
 	for i, c := range ns.admin {
-		v, err := c.HGet(t.Context(), adminKeys.Runs(name), field).Result()
+		v, err := c.HGet(t.Context(), layout.Runs(name), field).Result()
 		if err == nil && strings.Contains(v, `"owner":"`+owner+`"`) {
 			on = append(on, i)
 		}

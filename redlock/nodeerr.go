@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,7 +29,7 @@ func (d *redlock) nodeErr(i int, err error) error {
 	case !named && errors.As(err, &op) && op.Op == "dial":
 		err = connectError{err} // go-redis's own dial, when it gives up in time
 	}
-	return fmt.Errorf("redlock node %s: %w", d.nodes[i].addr, redisscript.Classify(err))
+	return fmt.Errorf("redlock node %s: %w", d.nodes[i].addr, rediscore.Classify(err))
 }
 
 // diagnose is nodeErr for request err of node i, made with context req,

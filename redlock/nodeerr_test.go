@@ -33,7 +33,7 @@ func TestRefusedNodeNamed(t *testing.T) {
 	// does not decide it, so the attempt reports the dead node's error.
 	admin := redis.NewClient(&redis.Options{Addr: b.Addr, Password: password})
 	t.Cleanup(func() { _ = admin.Close() })
-	if err := admin.Set(t.Context(), lockKey("refused"), "thief-token\n1\nthief", time.Minute).Err(); err != nil {
+	if err := admin.Set(t.Context(), layout.Lock("refused"), "thief-token\n1\nthief", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	u := fmt.Sprintf("redlock://:%s@%s,%s,%s?node_timeout=300ms", password, a.Addr, b.Addr, dead)

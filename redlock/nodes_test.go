@@ -79,7 +79,7 @@ func (ns *nodes) expire(t testing.TB, name string, which ...int) {
 		}
 	}
 	for _, i := range which {
-		if err := ns.admin[i].Del(context.Background(), lockKey(name)).Err(); err != nil {
+		if err := ns.admin[i].Del(context.Background(), layout.Lock(name)).Err(); err != nil {
 			t.Fatalf("DEL on node %d: %v", i, err)
 		}
 	}
@@ -91,9 +91,9 @@ func (ns *nodes) steal(t testing.TB, name string) {
 	ctx := context.Background()
 	for i := range len(ns.admin)/2 + 1 {
 		c := ns.admin[i]
-		f, err := c.Incr(ctx, counterKey(name, false)).Result()
+		f, err := c.Incr(ctx, layout.Counter(name, false)).Result()
 		if err == nil {
-			err = c.Set(ctx, lockKey(name), "thief-token\n"+strconv.FormatInt(f, 10)+"\nthief", time.Minute).Err()
+			err = c.Set(ctx, layout.Lock(name), "thief-token\n"+strconv.FormatInt(f, 10)+"\nthief", time.Minute).Err()
 		}
 		if err != nil {
 			t.Fatalf("steal on node %d: %v", i, err)
@@ -106,7 +106,7 @@ func (ns *nodes) holding(t testing.TB, name string) []int {
 	t.Helper()
 	var on []int
 	for i, c := range ns.admin {
-		if n, err := c.Exists(context.Background(), lockKey(name)).Result(); err == nil && n == 1 {
+		if n, err := c.Exists(context.Background(), layout.Lock(name)).Result(); err == nil && n == 1 {
 			on = append(on, i)
 		}
 	}

@@ -3,8 +3,11 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // subscribeTimeout bounds how long Watch waits for fewer than a majority
@@ -23,41 +26,45 @@ var errNoSubscription = errors.New("redlock: no node confirmed the release subsc
 // Watch subscribes to name's release channel on every node. A release
 // publishes on every node where it deleted the key, so one confirmed
 // subscription is enough to hear it; Watch waits for a majority to
-// confirm, or settles for at least one after a short bound.
+// confirm, or settles for at least one after a short bound. Every
+// release (its first copy: hub.fresh) wakes every waiter of the name.
 func (d *redlock) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
-	subs, err := d.hub.open()
-	if err != nil {
-		return nil, nil, err
-	}
-	w := make(chan struct{}, 1)
-	c := channelOf(name)
-	confirms := make([]<-chan struct{}, len(subs))
-	for i, ns := range subs {
-		confirms[i] = ns.add(c, w)
-	}
+	w := rediscore.NewListener(0)
+	c := layout.Channel(name)
 	stop := sync.OnceFunc(func() {
-		for _, ns := range subs {
-			ns.remove(c, w)
+		for _, m := range d.hub.muxes {
+			m.Unwatch(c, w)
 		}
 	})
+	confirms := make([]*rediscore.Confirm, len(d.hub.muxes))
+	for i, m := range d.hub.muxes {
+		conf, err := m.Watch(c, w)
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("redlock: %w", err)
+		}
+		confirms[i] = conf
+	}
 	if !d.awaitConfirms(ctx, confirms) {
 		stop()
 		return nil, nil, errNoSubscription
 	}
-	return w, stop, nil
+	return w.C(), stop, nil
 }
 
 // awaitConfirms waits for a majority of confirmations, or for at least one
-// once the bound has passed.
-func (d *redlock) awaitConfirms(ctx context.Context, confirms []<-chan struct{}) bool {
+// once the bound has passed. A node whose SUBSCRIBE failed never counts.
+func (d *redlock) awaitConfirms(ctx context.Context, confirms []*rediscore.Confirm) bool {
 	done := make(chan struct{})
 	defer close(done)
 	got := make(chan struct{}, len(confirms))
 	for _, c := range confirms {
 		go func() {
 			select {
-			case <-c:
-				got <- struct{}{}
+			case <-c.Done():
+				if c.Err() == nil {
+					got <- struct{}{}
+				}
 			case <-done:
 			}
 		}()
@@ -81,41 +88,32 @@ func (d *redlock) awaitConfirms(ctx context.Context, confirms []<-chan struct{})
 	return true
 }
 
-// hub owns one subscription connection per node, shared by every waiter
-// of the driver; it is opened on the first Watch.
+// hub owns one pub/sub multiplexer per node (each opens its connection on
+// the first Watch), shared by every waiter of the driver.
 type hub struct {
-	d      *redlock
-	mu     sync.Mutex
-	subs   []*nodeSub
-	closed bool
-	last   map[string]string    // channel -> id of the last release delivered
-	hot    map[string]time.Time // name -> when an attempt was last refused
+	d     *redlock
+	muxes []*rediscore.Mux // by node
+
+	mu   sync.Mutex
+	last map[string]string    // channel -> id of the last release delivered
+	hot  map[string]time.Time // name -> when an attempt was last refused
 }
 
 func newHub(d *redlock) *hub {
-	return &hub{d: d, last: map[string]string{}, hot: map[string]time.Time{}}
+	h := &hub{d: d, last: map[string]string{}, hot: map[string]time.Time{}}
+	for _, n := range d.nodes {
+		h.muxes = append(h.muxes, rediscore.NewMux(n.client, h.fresh))
+	}
+	return h
 }
 
-func (h *hub) open() ([]*nodeSub, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, errors.New("redlock: driver is closed")
-	}
-	if h.subs == nil {
-		for _, n := range h.d.nodes {
-			h.subs = append(h.subs, newNodeSub(h, n.client))
-		}
-	}
-	return h.subs, nil
+// waiters lists the driver's waiters on name (every node has them all).
+func (h *hub) waiters(name string) []*rediscore.Waiter {
+	return h.muxes[0].Waiters(layout.Channel(name))
 }
 
 func (h *hub) close() {
-	h.mu.Lock()
-	h.closed = true
-	subs := h.subs
-	h.mu.Unlock()
-	for _, ns := range subs {
-		ns.close()
+	for _, m := range h.muxes {
+		_ = m.Close()
 	}
 }

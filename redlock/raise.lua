@@ -3,12 +3,13 @@
 -- (never lowering it) and record the fence in the lock's value.
 -- With ARGV[3] = 'counter' it only raises the counter, whoever holds the
 -- lock (levelling the nodes after a grant; raising is always safe).
--- KEYS[1] lock key, KEYS[2] the node's fence counter (see counter.lua).
+-- KEYS[1] lock key, KEYS[2] the node's fence counter (see counter.lua);
+-- held is the token check (internal/rediscore/held.lua).
 -- ARGV[1] "token/attempt", ARGV[2] the fence, ARGV[3] 'fence' or 'counter'.
 -- Returns 1 when done, 0 when the lock is no longer this attempt's.
 local level = ARGV[3] == 'counter'
 local v = redis.call('GET', KEYS[1])
-local mine = v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\n'
+local mine = v and held(v, ARGV[1] .. '\n')
 if not mine and not level then
   return 0
 end

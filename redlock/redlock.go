@@ -105,7 +105,7 @@ type node struct {
 	client redis.UniversalClient
 	addr   string // for errors; never holds a password
 	// cluster: the node is a Redis Cluster, with a fence counter per
-	// hash slot (counterKey).
+	// hash slot (rediscore.Keys.Counter).
 	cluster bool
 }
 

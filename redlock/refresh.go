@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // releaseTimeout bounds a release on each node. It is longer than the
@@ -22,7 +23,7 @@ func (d *redlock) Refresh(ctx context.Context, name, token string, ttl time.Dura
 	start := time.Now()
 	ms := ttl.Milliseconds()
 	t := d.ask(ctx, min(d.cfg.nodeTimeout, ttl), func(ctx context.Context, i int) (int64, error) {
-		return refreshScript.Run(ctx, d.nodes[i].client, []string{lockKey(name)}, token, ms).Int64()
+		return rediscore.Refresh.Run(ctx, d.nodes[i].client, []string{layout.Lock(name)}, anyAttempt(token), ms).Int64()
 	})
 	if err := t.outcome("refresh", len(d.nodes), d.quorum); err != nil {
 		return err
@@ -58,11 +59,11 @@ func (d *redlock) Release(ctx context.Context, name, token string) error {
 func (d *redlock) releaseNode(ctx context.Context, i int, name, token, seq string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
 	defer cancel()
-	ch := ""
-	if seq == "" {
-		ch = channelOf(name)
+	mark, ch := anyAttempt(token), layout.Channel(name)
+	if seq != "" {
+		mark, ch = oneAttempt(token, seq), ""
 	}
-	return releaseScript.Run(ctx, d.nodes[i].client, []string{lockKey(name)}, token, ch, seq).Int64()
+	return releaseScript.Run(ctx, d.nodes[i].client, []string{layout.Lock(name)}, mark, ch).Int64()
 }
 
 // track remembers a granted attempt until every one of its node requests

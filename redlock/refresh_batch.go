@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
 // refreshBatchMax bounds how many leases one refresh_batch call carries.
@@ -51,38 +51,12 @@ func (d *redlock) RefreshBatch(ctx context.Context, items []driver.RefreshItem) 
 // refreshBatchMax items (per hash slot on a Cluster node), pipelined. It
 // answers one code per item, in order.
 func (d *redlock) refreshNode(ctx context.Context, n node, items []driver.RefreshItem) ([]int64, error) {
-	keys := make([]string, len(items))
+	exts := make([]rediscore.Extension, len(items))
 	for i, it := range items {
-		keys[i] = lockKey(it.Name)
+		exts[i] = rediscore.Extension{Key: layout.Lock(it.Name), Mark: anyAttempt(it.Token), TTL: it.TTL.Milliseconds()}
 	}
-	groups := redisscript.Group(keys, n.cluster, refreshBatchMax)
-	calls := make([]redisscript.Call, len(groups))
-	for g, idx := range groups {
-		c := redisscript.Call{Keys: make([]string, len(idx)), Args: make([]any, 0, 2*len(idx))}
-		for k, i := range idx {
-			c.Keys[k] = keys[i]
-			c.Args = append(c.Args, items[i].Token, items[i].TTL.Milliseconds())
-		}
-		calls[g] = c
-	}
-	cmds, err := redisscript.RunPipelined(ctx, n.client, refreshBatchScript, calls)
-	if err != nil {
-		return nil, err
-	}
-	codes := make([]int64, len(items))
-	for g, idx := range groups {
-		got, err := cmds[g].Int64Slice()
-		if err == nil && len(got) != len(idx) {
-			err = fmt.Errorf("batch refresh answered %d results for %d locks", len(got), len(idx))
-		}
-		if err != nil {
-			return nil, err
-		}
-		for k, i := range idx {
-			codes[i] = got[k]
-		}
-	}
-	return codes, nil
+	b := rediscore.RefreshBatchOf(exts, n.cluster, refreshBatchMax)
+	return b.Run(ctx, n.client, rediscore.RefreshBatch, len(items))
 }
 
 var _ driver.BatchRefresher = (*redlock)(nil)

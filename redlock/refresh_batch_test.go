@@ -57,7 +57,7 @@ func TestRefreshBatchOutcomes(t *testing.T) {
 		}
 	}
 	for _, i := range ns.holding(t, items[0].Name) {
-		if ttl := ns.admin[i].PTTL(ctx, lockKey(items[0].Name)).Val(); ttl < 10*time.Second {
+		if ttl := ns.admin[i].PTTL(ctx, layout.Lock(items[0].Name)).Val(); ttl < 10*time.Second {
 			t.Errorf("node %d: TTL %s after the refresh to 20s", i, ttl)
 		}
 	}

@@ -1,19 +1,14 @@
 -- release: delete a lock held by a token and, when asked, wake waiters.
+-- heldValue, the token check, is prepended (internal/rediscore/held.lua).
 -- KEYS[1] lock key.
--- ARGV[1] token, ARGV[2] release channel ('' for none), ARGV[3] attempt
--- number ('' for any attempt: the lease's release; a number: the cleanup
--- of that failed attempt only, which must not touch a newer one's key).
+-- ARGV[1] the holder's mark: "token/" for any attempt (the lease's
+-- release), "token/attempt\n" for one (the cleanup of that failed attempt
+-- only, which must not touch a newer one's key); ARGV[2] release channel
+-- ('' for none).
 -- Returns 1 (released), 0 (gone already), -1 (another token holds it).
-local v = redis.call('GET', KEYS[1])
+local v, code = heldValue(KEYS[1], ARGV[1])
 if not v then
-  return 0
-end
-local mine = ARGV[1] .. '/'
-if ARGV[3] ~= '' then
-  mine = mine .. ARGV[3] .. '\n'
-end
-if string.sub(v, 1, #mine) ~= mine then
-  return -1
+  return code
 end
 redis.call('DEL', KEYS[1])
 -- The message names this release, the same on every node, so that a

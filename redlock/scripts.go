@@ -2,14 +2,17 @@ package redlock
 
 import (
 	_ "embed"
-	"strings"
 
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
-// The driver's own Lua scripts, one per node operation. They follow the
-// value format of the single-node driver (internal/redisscript) but live
-// here: phase 1 and phase 2 of a quorum-fenced grant are Redlock's alone.
+// The driver's own Lua scripts, one per node operation: phase 1 and phase
+// 2 of a quorum-fenced grant, the release that wakes every node's waiters
+// with one id, and the force-release. Each file documents its KEYS, ARGV
+// and reply. They keep the key layout and lock value of the single-node
+// driver (rediscore), with "token/attempt" as the token; the refresh and
+// run ledger scripts are rediscore's, run on each node.
 var (
 	//go:embed counter.lua
 	counterSrc string
@@ -17,49 +20,38 @@ var (
 	acquireSrc string
 	//go:embed raise.lua
 	raiseSrc string
-	//go:embed refresh.lua
-	refreshSrc string
-	//go:embed refresh_batch.lua
-	refreshBatchSrc string
 	//go:embed release.lua
 	releaseSrc string
+	//go:embed force.lua
+	forceSrc string
 
-	acquireScript = redis.NewScript(counterSrc + acquireSrc)
-	raiseScript   = redis.NewScript(counterSrc + raiseSrc)
-	refreshScript = redis.NewScript(refreshSrc)
-	// refreshBatchScript is refreshScript for many locks in one call.
-	refreshBatchScript = redis.NewScript(refreshBatchSrc)
-	releaseScript      = redis.NewScript(releaseSrc)
+	acquireScript = rediscore.WithTokenCheck(counterSrc + acquireSrc)
+	raiseScript   = rediscore.WithTokenCheck(counterSrc + raiseSrc)
+	releaseScript = rediscore.WithTokenCheck(releaseSrc)
+	forceScript   = redis.NewScript(counterSrc + forceSrc)
 )
 
-// keyPrefix starts every Redlock key and channel. It differs from the
-// single-node driver's "dlock:" so the two never read each other's keys.
-const keyPrefix = "dlock:redlock:"
+// keyPrefix starts every Redlock key and channel. It extends the
+// single-node driver's default prefix, so that neither driver takes the
+// other's keys for its locks.
+const keyPrefix = rediscore.DefaultPrefix + "redlock:"
 
-// escaper keeps a name's braces from ending the Cluster hash tag early,
-// so that a lock key and its fence counter always share a slot.
-var escaper = strings.NewReplacer("%", "%25", "}", "%7D")
-
-// lockKey returns the lock key of name; its fence counter and release
-// channel extend it.
-func lockKey(name string) string { return keyPrefix + "{" + escaper.Replace(name) + "}" }
-
-// legacyFenceKey returns the per-name fence counter that versions before
-// the node-wide counter kept forever; the scripts fold it into the node's
-// counter and delete it (counter.lua, which derives it from the lock key).
-func legacyFenceKey(name string) string { return lockKey(name) + ":fence" }
-
-// counterKey returns the node's fence counter for name: one key per node,
-// or, when the node is a Redis Cluster, one per hash slot (a key in name's
-// slot, so that a script can touch both).
-func counterKey(name string, cluster bool) string {
-	return adminKeys.Counter(name, cluster)
-}
+// layout is the driver's key layout: a name's lock key, its release
+// channel and the node's fence counter are those of the single-node
+// driver under keyPrefix.
+var layout = rediscore.Keys{Prefix: keyPrefix}
 
 // keys returns the KEYS of the fence-handling scripts for name on n: the
-// lock key and the node's fence counter.
+// lock key and the node's fence counter (one per node, or one per hash
+// slot when the node is a Redis Cluster). The counter scripts derive the
+// name's legacy counter from the lock key (counter.lua).
 func (n node) keys(name string) []string {
-	return []string{lockKey(name), counterKey(name, n.cluster)}
+	return []string{layout.Lock(name), layout.Counter(name, n.cluster)}
 }
 
-func channelOf(name string) string { return lockKey(name) + ":released" }
+// anyAttempt is the mark (rediscore.Mark) of every attempt of token: its
+// lock values start "token/attempt\n".
+func anyAttempt(token string) string { return token + "/" }
+
+// oneAttempt is the mark of token's attempt seq alone.
+func oneAttempt(token, seq string) string { return rediscore.Mark(token + "/" + seq) }

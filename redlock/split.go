@@ -18,38 +18,29 @@ import (
 // maxRemembered bounds the hub's per-name memories.
 const maxRemembered = 1024
 
-// deliver handles a release message from node ns. Every node where the
-// lock was released sends one, all with the same id: the first wakes this
-// driver's watchers, the copies are dropped, so that one release costs
-// each waiter one attempt.
-func (h *hub) deliver(ns *nodeSub, channel, id string) {
+// fresh reports whether a release message, from any node, is the first
+// of its release. Every node where the lock was released sends one, all
+// with the same id: the first wakes this driver's waiters, the copies are
+// dropped, so that one release costs each waiter one attempt.
+func (h *hub) fresh(channel, id string) bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if id != "" && h.last[channel] == id {
-		h.mu.Unlock()
-		return
+		return false
 	}
 	if len(h.last) >= maxRemembered {
 		clear(h.last)
 	}
 	h.last[channel] = id
-	h.mu.Unlock()
-	for _, w := range ns.watchers(channel) {
-		signal(w)
-	}
+	return true
 }
 
 // nudge wakes name's watchers in this driver after a split attempt that
 // took took, each after its own random delay within a few attempt times.
 func (h *hub) nudge(name string, took time.Duration) {
-	h.mu.Lock()
-	subs, closed := h.subs, h.closed
-	h.mu.Unlock()
-	if closed || len(subs) == 0 {
-		return
-	}
 	window := max(2*took, 4*h.d.slot(), time.Millisecond)
-	for _, w := range subs[0].watchers(channelOf(name)) {
-		time.AfterFunc(took+rand.N(window), func() { signal(w) })
+	for _, w := range h.waiters(name) {
+		time.AfterFunc(took+rand.N(window), w.Wake)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -75,14 +75,14 @@ func nodeClients(u *url.URL, scheme string, rest url.Values, ctxTimeout bool) ([
 	if err != nil {
 		return nil, err
 	}
-	redisscript.RouteLogs()
+	rediscore.RouteLogs()
 	clients := make([]redis.UniversalClient, 0, len(hosts))
 	for _, h := range hosts {
 		node := url.URL{Scheme: scheme, User: u.User, Host: h, Path: u.Path, RawQuery: rest.Encode()}
 		o, err := redis.ParseURL(node.String())
 		if err == nil {
-			redisscript.HideSecret(o.Password)
-			err = redisscript.CheckOptions(o)
+			rediscore.HideSecret(o.Password)
+			err = rediscore.CheckOptions(o)
 		}
 		if err != nil {
 			closeAll(clients)

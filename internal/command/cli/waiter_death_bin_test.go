@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockdev/dlock/internal/redisscript"
+	"github.com/dlockdev/dlock/internal/rediscore"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5"
@@ -41,7 +41,7 @@ var queueingBackends = []queueingBackend{
 		s := testserver.Redis(t)
 		c := redis.NewClient(&redis.Options{Addr: s.Addr})
 		t.Cleanup(func() { _ = c.Close() })
-		keys := redisscript.Keys{Prefix: redisscript.DefaultPrefix}
+		keys := rediscore.Keys{Prefix: rediscore.DefaultPrefix}
 		return s.URL(), func(name string) int {
 			return int(c.ZCard(context.Background(), keys.Queue(name)).Val())
 		}

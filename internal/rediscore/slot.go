@@ -1,4 +1,4 @@
-package redisscript
+package rediscore
 
 import (
 	"strconv"
@@ -6,8 +6,8 @@ import (
 	"sync"
 )
 
-// Slots is the number of Redis Cluster hash slots.
-const Slots = 16384
+// slots is the number of Redis Cluster hash slots.
+const slots = 16384
 
 // Slot is Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, or of
 // the whole key when it has no non-empty {tag}, modulo 16384.
@@ -17,7 +17,7 @@ func Slot(key string) int {
 			key = key[s+1 : s+1+e]
 		}
 	}
-	return int(crc16(key) % Slots)
+	return int(crc16(key) % slots)
 }
 
 func crc16(s string) uint16 {
@@ -40,15 +40,15 @@ var (
 	tags     []string
 )
 
-// SlotTag returns a short hash tag whose key slot is slot: the smallest
+// slotTag returns a short hash tag whose key slot is slot: the smallest
 // base-36 number that hashes there. The table is built once, on first use
 // (about 150,000 CRC16s of 1-4 bytes).
-func SlotTag(slot int) string {
+func slotTag(slot int) string {
 	tagsOnce.Do(func() {
-		tags = make([]string, Slots)
-		for i, left := 0, Slots; left > 0; i++ {
+		tags = make([]string, slots)
+		for i, left := 0, slots; left > 0; i++ {
 			t := strconv.FormatInt(int64(i), 36)
-			if s := crc16(t) % Slots; tags[s] == "" {
+			if s := crc16(t) % slots; tags[s] == "" {
 				tags[s] = t
 				left--
 			}

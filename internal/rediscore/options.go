@@ -1,4 +1,4 @@
-package redisscript
+package rediscore
 
 import (
 	"fmt"

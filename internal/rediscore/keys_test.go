@@ -1,4 +1,4 @@
-package redisscript
+package rediscore
 
 import (
 	"path"
@@ -67,9 +67,9 @@ func TestParseValue(t *testing.T) {
 
 func TestSlotTags(t *testing.T) {
 	k := Keys{Prefix: "p:"}
-	for s := range Slots {
-		if got := Slot("x:{" + SlotTag(s) + "}"); got != s {
-			t.Fatalf("SlotTag(%d) = %q hashes to slot %d", s, SlotTag(s), got)
+	for s := range slots {
+		if got := Slot("x:{" + slotTag(s) + "}"); got != s {
+			t.Fatalf("slotTag(%d) = %q hashes to slot %d", s, slotTag(s), got)
 		}
 	}
 	for _, name := range []string{"a", "b", "jobs/1", "ünï"} {

@@ -1,4 +1,4 @@
-package redisscript
+package rediscore
 
 import (
 	"errors"
@@ -7,12 +7,16 @@ import (
 	"time"
 )
 
-// DefaultPrefix starts every key and channel the drivers use.
+// DefaultPrefix starts every key and channel of the single-node driver by
+// default. Redlock's prefix extends it ("dlock:redlock:"), so that neither
+// driver takes the other's keys for its locks (Keys.Name).
 const DefaultPrefix = "dlock:"
 
-// Keys is the key layout for one prefix. A lock named N lives at
-// prefix{N}, its queue of waiters at prefix{N}:queue and prefix{N}:waiters,
-// and its release channel is prefix{N}:released. The braces are a Redis
+// Keys is the key layout for one prefix, the same in both drivers (Redlock
+// keeps it on each node; the waiters' queue is the single-node driver's
+// alone). A lock named N lives at prefix{N}, its queue of waiters at
+// prefix{N}:queue and prefix{N}:waiters, and its release channel is
+// prefix{N}:released. The braces are a Redis
 // Cluster hash tag: all of them share N's slot, so one script can touch
 // them. A '}' (or '%') in N is written %7D (%25) so that the tag always
 // spans the whole name. Its run ledger (driver.Ledger) is prefix{N}:runs
@@ -41,7 +45,7 @@ func (k Keys) Set(name string, cluster bool) []string {
 	lock := k.Lock(name)
 	counter := k.Prefix + "fence"
 	if cluster {
-		counter = k.Prefix + "fence:{" + SlotTag(Slot(lock)) + "}"
+		counter = k.Prefix + "fence:{" + slotTag(Slot(lock)) + "}"
 	}
 	// The five keys derived from lock are slices of one string: one
 	// allocation instead of five, on every acquire and release.
@@ -74,7 +78,7 @@ func (k Keys) Counter(name string, cluster bool) string {
 	if !cluster {
 		return k.Prefix + "fence"
 	}
-	return k.Prefix + "fence:{" + SlotTag(Slot(k.Lock(name))) + "}"
+	return k.Prefix + "fence:{" + slotTag(Slot(k.Lock(name))) + "}"
 }
 
 // Queue returns the key of name's FIFO queue of waiters (a sorted set of
@@ -137,6 +141,12 @@ func globEscape(s string) string {
 	return b.String()
 }
 
+// Mark returns the start of every lock value that token holds: the token
+// and the '\n' that ends it. The scripts' token check (held) compares a
+// value's start with a mark; a mark of "token/" (no '\n') covers every
+// attempt of a Redlock token, whose values start "token/attempt\n".
+func Mark(token string) string { return token + "\n" }
+
 // Value is what a lock key holds: "token\nfence\nowner".
 type Value struct {
 	Token string
@@ -144,8 +154,8 @@ type Value struct {
 	Owner string
 }
 
-// ErrBadValue reports a lock key whose value is not in the drivers' format.
-var ErrBadValue = errors.New("redisscript: lock value is not token\\nfence\\nowner")
+// errBadValue reports a lock key whose value is not in the drivers' format.
+var errBadValue = errors.New("rediscore: lock value is not token\\nfence\\nowner")
 
 // ParseValue splits a lock key's value.
 func ParseValue(v string) (Value, error) {
@@ -153,7 +163,7 @@ func ParseValue(v string) (Value, error) {
 	fence, owner, ok2 := strings.Cut(rest, "\n")
 	f, err := strconv.ParseUint(fence, 10, 64)
 	if !ok1 || !ok2 || err != nil {
-		return Value{}, ErrBadValue
+		return Value{}, errBadValue
 	}
 	return Value{Token: tok, Fence: f, Owner: owner}, nil
 }

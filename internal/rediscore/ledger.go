@@ -1,4 +1,4 @@
-package redisscript
+package rediscore
 
 import (
 	"context"
@@ -82,15 +82,15 @@ func EncodeRun(rec driver.RunRecord) (field, value string, err error) {
 func DecodeRun(name, value string) (driver.RunRecord, error) {
 	var j runJSON
 	if err := json.Unmarshal([]byte(value), &j); err != nil || j.Slot <= 0 {
-		return driver.RunRecord{}, fmt.Errorf("redisscript: run ledger of %q: record %.64q is not a run record", name, value)
+		return driver.RunRecord{}, fmt.Errorf("rediscore: run ledger of %q: record %.64q is not a run record", name, value)
 	}
 	return driver.RunRecord{Name: name, Slot: fromNanos(j.Slot), Schedule: j.Schedule, Owner: j.Owner, Fence: j.Fence,
 		Attempt: j.Attempt, Started: fromNanos(j.Started), Ended: fromNanos(j.Ended), Status: j.Status}, nil
 }
 
-// DecodeRuns reads name's ledger hash (HGETALL): its records, newest slot
+// decodeRuns reads name's ledger hash (HGETALL): its records, newest slot
 // first.
-func DecodeRuns(name string, hash map[string]string) ([]driver.RunRecord, error) {
+func decodeRuns(name string, hash map[string]string) ([]driver.RunRecord, error) {
 	runs := make([]driver.RunRecord, 0, len(hash))
 	for field, value := range hash {
 		if field == RunsFence {
@@ -112,7 +112,7 @@ func ReadRuns(ctx context.Context, c redis.Cmdable, k Keys, name string) ([]driv
 	if err != nil {
 		return nil, Classify(err)
 	}
-	return DecodeRuns(name, hash)
+	return decodeRuns(name, hash)
 }
 
 // RunWrite is a ledger write checked and encoded, ready to send to one
@@ -173,7 +173,7 @@ func (w RunWrite) Claim(ctx context.Context, c redis.Scripter) (int64, driver.Ru
 	case code == RunRefused:
 		return code, driver.RunRecord{}, nil
 	}
-	return 0, driver.RunRecord{}, fmt.Errorf("redisscript: unexpected reply %v to the claim-run script", reply)
+	return 0, driver.RunRecord{}, fmt.Errorf("rediscore: unexpected reply %v to the claim-run script", reply)
 }
 
 // Finish runs the FinishRun script on c. It answers RunWritten,

@@ -3,12 +3,13 @@
 -- requests. ARGV[1] token, ARGV[2] release channel.
 -- A lock handed to this waiter meanwhile (its release raced the giving
 -- up) is freed. If the lock is free, the new head of the queue is told to
--- try, on its own channel (ARGV[2]:token).
+-- try, on its own channel (ARGV[2]:token). held is the token check of
+-- internal/rediscore/held.lua, prepended.
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
 local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\n' then
+if v and held(v, ARGV[1] .. '\n') then
   redis.call('DEL', KEYS[1])
   v = nil
 end

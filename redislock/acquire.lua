@@ -6,11 +6,11 @@
 -- KEYS[6] queued waiters' requests (hash token -> "ttl\nowner", for the
 -- release's hand-off), KEYS[7] the watched mark (see below); one hash slot.
 -- ARGV[1] token, ARGV[2] TTL in ms, ARGV[3] owner, ARGV[4] (optional:
--- absent for 0) waiter lease in
--- ms: 0 for a single attempt, else the caller queues (or stays queued)
--- when it is not granted, and must come back within that lease. ARGV[5]
+-- absent for 0) the TTL of the caller's place in the queue, in ms: 0 for
+-- a single attempt, else the caller queues (or stays queued) when it is
+-- not granted, and must come back within that TTL. ARGV[5]
 -- (optional, ms, 0 for none) is what is left of the caller's wait: its
--- place lapses then even if the lease runs longer, so that a release never
+-- place lapses then even if its TTL runs longer, so that a release never
 -- hands the lock to a waiter whose deadline has passed (its own dequeue
 -- may still be on its way). ARGV[6] (optional, Unix ms, 0 for none) is
 -- the caller's deadline by its own clock: the place lapses then if that is
@@ -19,8 +19,8 @@
 -- us, 0 for none) is when the caller first queued (the server time of its
 -- first attempt): a caller that is not queued (its place was dropped
 -- while it was alive: a hand-off it confirmed after the hand-off lease
--- ran out, or a pause longer than its lease) rejoins at that place, not
--- at the tail.
+-- ran out, or a pause longer than its place's TTL) rejoins at that place,
+-- not at the tail.
 -- The lock's value is "token\nfence\nowner".
 -- A single attempt (ARGV[4] 0) that finds the lock held sets the watched
 -- mark for 30 s: while it is set, the release publishes on the release
@@ -64,8 +64,8 @@ local function grant(legacy)
   return {1, f, us}
 end
 
-local tok, lease = ARGV[1], tonumber(ARGV[4] or '0') or 0
-local stay = lease
+local tok, placettl = ARGV[1], tonumber(ARGV[4] or '0') or 0
+local stay = placettl
 local budget = tonumber(ARGV[5] or '0') or 0
 if budget > 0 and budget < stay then
   stay = budget
@@ -82,13 +82,13 @@ if rejoin > 0 then
   arrival = ARGV[7]
 end
 local function enqueue()
-  if lease > 0 then
+  if placettl > 0 then
     redis.call('ZADD', KEYS[3], 'NX', arrival, tok)
     redis.call('ZADD', KEYS[4], lapse, tok)
     redis.call('HSET', KEYS[6], tok, ARGV[2] .. '\n' .. ARGV[3])
-    redis.call('PEXPIRE', KEYS[3], 2 * lease)
-    redis.call('PEXPIRE', KEYS[4], 2 * lease)
-    redis.call('PEXPIRE', KEYS[6], 2 * lease)
+    redis.call('PEXPIRE', KEYS[3], 2 * placettl)
+    redis.call('PEXPIRE', KEYS[4], 2 * placettl)
+    redis.call('PEXPIRE', KEYS[6], 2 * placettl)
   end
 end
 
@@ -99,7 +99,7 @@ if v then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, fence, us}
   end
-  if lease > 0 then
+  if placettl > 0 then
     enqueue()
   else
     redis.call('SET', KEYS[7], '1', 'PX', 30000)

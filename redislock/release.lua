@@ -6,7 +6,8 @@
 -- arrival in us), KEYS[k+3] waiter deadlines (zset token -> ms),
 -- KEYS[k+4] waiters' requests (hash token -> "ttl\nowner"), KEYS[k+5]
 -- watched mark.
--- ARGV[1] hand-off lease in ms; ARGV[1+i] the token releasing lock i.
+-- ARGV[1] hand-off lease in ms; ARGV[1+i] the mark of the holder
+-- releasing lock i ("token\n").
 -- A lock's release channel is its key .. ':released'.
 -- When nobody queues and nobody watches (no watched mark: set by Watch
 -- and by a single attempt that found the lock held), the release
@@ -22,7 +23,8 @@
 -- could confirm keeps the lock no longer than the hand-off lease; the
 -- next waiter then takes it (it polls when the holder's TTL runs out).
 -- Returns one result per lock: 1 released, 0 gone already (expired or
--- deleted), -1 another token holds it.
+-- deleted), -1 another token holds it (heldValue, the token check of
+-- internal/rediscore/held.lua, prepended).
 local t, now, nowms, us
 local function clock()
   if not t then
@@ -80,18 +82,15 @@ end
 
 local out = {}
 for i = 1, #ARGV - 1 do
-  local k, tok = 5 * (i - 1) + 1, ARGV[i + 1]
-  local v = redis.call('GET', KEYS[k + 1])
-  if not v then
-    out[i] = 0
-  elseif string.sub(v, 1, #tok + 1) ~= tok .. '\n' then
-    out[i] = -1
-  else
+  local k = 5 * (i - 1) + 1
+  local v, code = heldValue(KEYS[k + 1], ARGV[i + 1])
+  if v then
     redis.call('DEL', KEYS[k + 1])
-    out[i] = 1
+    code = 1
     if redis.call('EXISTS', KEYS[k + 2], KEYS[k + 5]) > 0 then
       handOff(k)
     end
   end
+  out[i] = code
 end
 return out

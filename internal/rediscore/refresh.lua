@@ -1,0 +1,10 @@
+-- refresh: extend a lock held by a token; never re-create it (held.lua is
+-- prepended).
+-- KEYS[1] lock key. ARGV[1] the holder's mark (held), ARGV[2] TTL in ms.
+-- Returns 1 (extended), 0 (gone: expired or deleted), -1 (another token).
+local v, code = heldValue(KEYS[1], ARGV[1])
+if not v then
+  return code
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1

@@ -1,0 +1,8 @@
+package redislock
+
+// The driver's own scripts, for the tests outside the package that hold
+// a script's calls back by its SHA.
+var (
+	AcquireScript = acquireScript
+	DequeueScript = dequeueScript
+)
