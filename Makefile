@@ -43,7 +43,7 @@ otel:
 examples-gocron:
 	cd examples/gocron && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./... && $(GO) test -race -count=1 ./...
 
-# The drivers' go test benchmarks (workloads from internal/command/benchwork).
+# The drivers' go test benchmarks (workloads from internal/benchwork).
 bench:
 	$(GO) test -run '^$$' -bench '^Benchmark(Uncontended|Contended)$$' -benchtime 2000x -p 1 ./filelock ./redislock ./redlock ./pglock ./etcdlock ./zklock
 
@@ -62,13 +62,13 @@ bench-compare:
 # make test) fails while any published figure differs from what
 # docs/benchmarks.json renders.
 bench-readme:
-	DLOCK_BENCH_UPDATE=1 $(GO) test -run '^TestRegenerateBench$$' -count=1 -v -timeout 60m ./internal/command/benchreport
+	DLOCK_BENCH_UPDATE=1 $(GO) test -run '^TestRegenerateBench$$' -count=1 -v -timeout 60m ./cmd/dlock/internal/benchreport
 
 # Render the published figures again from the committed
 # docs/benchmarks.json, measuring nothing (after a change to how they are
 # rendered, or to the prose around them).
 bench-render:
-	DLOCK_BENCH_RENDER=1 $(GO) test -run '^TestBenchDocsCurrent$$' -count=1 ./internal/command/benchreport
+	DLOCK_BENCH_RENDER=1 $(GO) test -run '^TestBenchDocsCurrent$$' -count=1 ./cmd/dlock/internal/benchreport
 
 demo:
 	$(GO) run ./cmd/dlock demo

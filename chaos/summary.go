@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dlockdev/dlock/internal/command/docblock"
+	"github.com/dlockdev/dlock/internal/docblock"
 )
 
 // The fault-suite summary at the top of docs/chaos.md is rendered from the

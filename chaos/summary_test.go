@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlockdev/dlock/internal/command/docblock"
+	"github.com/dlockdev/dlock/internal/docblock"
 )
 
 // envRender set to 1 makes TestPublishedSummaryCurrent rewrite the

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/etcdlock"
-	"github.com/dlockdev/dlock/internal/command/benchwork"
+	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"

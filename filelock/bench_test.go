@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
-	"github.com/dlockdev/dlock/internal/command/benchwork"
+	"github.com/dlockdev/dlock/internal/benchwork"
 )
 
 // BenchmarkUncontended: acquire+release cycles on distinct names, one

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/command/benchwork"
+	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/dlockdev/dlock/pglock"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"

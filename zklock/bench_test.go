@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/internal/command/benchwork"
+	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/zklock"
 	"github.com/go-zookeeper/zk"

@@ -9,7 +9,7 @@ import (
 	// Every driver: etcd://, file:// (the embedded default), mem://,
 	// postgres://, redis://, rediss://, redlock://, zk://.
 	_ "github.com/dlockdev/dlock/backends"
-	"github.com/dlockdev/dlock/internal/command/cli"
+	"github.com/dlockdev/dlock/cmd/dlock/internal/cli"
 )
 
 func main() { os.Exit(cli.Main()) }
