@@ -91,7 +91,10 @@ func (e *env) tokenStaleRelease(ctx context.Context, name string) (string, error
 	if err := e.waitExpiry(ctx, a, name); err != nil {
 		return "", err
 	}
-	b, err := e.spawn("", "B2", "writer", "--name", name, "--hold", (2 * e.ttl).String(), "--wait", (3 * e.ttl).String())
+	// B2 holds long enough to outlast A2's waking, its release attempt
+	// (on ZooKeeper a second of finding its session gone) and its exit,
+	// even on a busy machine: the check below must see B2 still holding.
+	b, err := e.spawn("", "B2", "writer", "--name", name, "--hold", (5 * e.ttl).String(), "--wait", (3 * e.ttl).String())
 	if err != nil {
 		return "", err
 	}
