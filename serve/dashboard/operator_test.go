@@ -48,6 +48,9 @@ func TestDashboardForOperators(t *testing.T) {
 	waitVisible(t, ctx, `#timeline figure[data-name="x"]`)
 	waitJS(t, ctx, "two grants on the long name's timeline", fmt.Sprintf(
 		`document.querySelectorAll('#timeline figure[data-name=%q] circle').length === 2`, longName))
+	// The holders table follows its own snapshots: wait for both rows.
+	waitJS(t, ctx, "the long name and x in the holders table", fmt.Sprintf(
+		`!!document.querySelector('#holders tbody tr[data-name=%q]') && !!document.querySelector('#holders tbody tr[data-name="x"]')`, longName))
 
 	t.Run("NamesOnOneLine", func(t *testing.T) { checkNamesOnOneLine(t, ctx) })
 	t.Run("FencesInsideCards", func(t *testing.T) {
