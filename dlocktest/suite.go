@@ -112,6 +112,10 @@ func (s *suite) tests() []subtest {
 		{"Election", s.testElection},
 		{"ElectionCrash", s.testElectionCrash},
 		{"RunOnce", s.testRunOnce},
+		{"AdoptSurvivesGrantor", s.testAdoptSurvivesGrantor},
+		{"AdoptDetach", s.testAdoptDetach},
+		{"AdoptRefused", s.testAdoptRefused},
+		{"AdoptKinds", s.testAdoptKinds},
 	}
 }
 

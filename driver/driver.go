@@ -367,3 +367,26 @@ type EvictionWatcher interface {
 type SessionWatcher interface {
 	WatchSession(token string, lost func()) bool
 }
+
+// Adopter is implemented by backends on which a Locker can take over a
+// lease that another Locker was granted (Locker.Resume): a lease handed
+// from a parent process to a worker, or resumed after a restart.
+//
+// Adopt checks that req.Token still holds req.Name and extends it to
+// req.TTL from now, in one token-checked step, as Refresh does; it never
+// re-creates a lock that is gone, and returns ErrNotHeld (or ErrExpired /
+// ErrTakenOver) instead. On success it returns the grant as the backend
+// records it: Acquired true, Fence the grant's fence (unchanged: adopting
+// is not a new grant), TTL and Since as for TryAcquire. req.Owner is
+// ignored: the holder keeps the owner it was granted with.
+//
+// From then on the lease must live exactly as long as the adopting
+// driver keeps refreshing it: it must not depend on the Locker,
+// connection or session that was granted it (etcd moves the key onto the
+// adopter's own lease), nor keep anything else of theirs alive. Without
+// Adopter, Locker.Resume fails with errors.ErrUnsupported; a driver that
+// can adopt in some modes only returns, in the others, an error wrapping
+// errors.ErrUnsupported that says why.
+type Adopter interface {
+	Adopt(ctx context.Context, req Request) (Grant, error)
+}

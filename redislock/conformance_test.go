@@ -82,6 +82,7 @@ func lacks(extra ...dlocktest.Capability) map[dlocktest.Capability]string {
 		dlocktest.Migrator:          "no schema: keys are created as they are used",
 		dlocktest.MigrationReporter: "no schema",
 		dlocktest.Describer:         "the portable TTL limits apply as they are",
+		dlocktest.Adopter:           "not implemented yet for Redis",
 	}
 	for _, c := range extra {
 		m[c] = "fair=false: waiters are woken by pub/sub and race, in no queue"
