@@ -72,7 +72,7 @@ func TestConformanceCluster(t *testing.T) {
 func provides(extra ...dlocktest.Capability) []dlocktest.Capability {
 	return append([]dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
 		dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Diagnoser,
-		dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger}, extra...)
+		dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger, dlocktest.Adopter}, extra...)
 }
 
 // lacks is what the Redis driver does not implement, and why, plus extra.
@@ -82,7 +82,6 @@ func lacks(extra ...dlocktest.Capability) map[dlocktest.Capability]string {
 		dlocktest.Migrator:          "no schema: keys are created as they are used",
 		dlocktest.MigrationReporter: "no schema",
 		dlocktest.Describer:         "the portable TTL limits apply as they are",
-		dlocktest.Adopter:           "not implemented yet for Redis",
 	}
 	for _, c := range extra {
 		m[c] = "fair=false: waiters are woken by pub/sub and race, in no queue"
