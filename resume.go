@@ -58,7 +58,11 @@ func (l *Locker) resume(ctx context.Context, h handle, s settings) (*Lease, erro
 	name := parseKey(h.key).name
 	ad, ok := l.drv.(driver.Adopter)
 	if !ok {
-		return nil, fmt.Errorf("dlock: resume %q: the %s backend cannot adopt a lease granted to another Locker: %w", name, driverName(l.drv), ErrUnsupported)
+		why := l.caps.AdoptWhyNot
+		if why == "" {
+			why = "the " + driverName(l.drv) + " backend cannot adopt a lease granted to another Locker"
+		}
+		return nil, fmt.Errorf("dlock: resume %q: %s: %w", name, why, ErrUnsupported)
 	}
 	req := driver.Request{Name: h.key, Token: h.token, Owner: h.owner, TTL: s.ttl}
 	sent := l.now()

@@ -203,6 +203,11 @@ type Capabilities struct {
 	// confirmed grant is listed at once. The portable layer's read-write
 	// lock, whose writer finds the readers in a listing, needs zero.
 	ListLag time.Duration
+	// AdoptWhyNot, for a driver that is not an Adopter, says why it cannot
+	// adopt a lease granted to another Locker, for Resume's error
+	// (Postgres advisory mode: "the lock is held by the session of the
+	// connection that took it").
+	AdoptWhyNot string
 }
 
 // Describer is implemented by backends whose Capabilities differ from the
