@@ -66,7 +66,7 @@ func (l *Locker) resume(ctx context.Context, h handle, s settings) (*Lease, erro
 	}
 	req := driver.Request{Name: h.key, Token: h.token, Owner: h.owner, TTL: s.ttl}
 	sent := l.now()
-	g, err := ad.Adopt(ctx, req)
+	g, err := ad.Adopt(ctx, req, h.fence)
 	switch {
 	case err == nil && !g.Acquired:
 		return nil, &LostError{Name: name, Fence: shownFence(h), Reason: LostTakenOver}

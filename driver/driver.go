@@ -382,7 +382,11 @@ type SessionWatcher interface {
 // re-creates a lock that is gone, and returns ErrNotHeld (or ErrExpired /
 // ErrTakenOver) instead. On success it returns the grant as the backend
 // records it: Acquired true, Fence the grant's fence (unchanged: adopting
-// is not a new grant), TTL and Since as for TryAcquire. req.Owner is
+// is not a new grant), TTL and Since as for TryAcquire. fence is the
+// grant's fence as the lease's handle gives it: a backend that keeps one
+// fence per lock returns its own, which the portable layer compares with
+// it; one that can only narrow it down (Redlock: a value among the nodes
+// that confirm) returns fence when the answers bear it out. req.Owner is
 // ignored: the holder keeps the owner it was granted with.
 //
 // From then on the lease must live exactly as long as the adopting
@@ -393,5 +397,5 @@ type SessionWatcher interface {
 // can adopt in some modes only returns, in the others, an error wrapping
 // errors.ErrUnsupported that says why.
 type Adopter interface {
-	Adopt(ctx context.Context, req Request) (Grant, error)
+	Adopt(ctx context.Context, req Request, fence uint64) (Grant, error)
 }

@@ -16,7 +16,7 @@ RETURNING fence`
 
 // Adopt extends a live lease held by req.Token, as Refresh does, and
 // returns its fence; the lease is a row, owned by no connection.
-func (d *fileDriver) Adopt(ctx context.Context, req driver.Request) (driver.Grant, error) {
+func (d *fileDriver) Adopt(ctx context.Context, req driver.Request, _ uint64) (driver.Grant, error) {
 	var fence int64
 	err := d.stmts.adopt.QueryRowContext(ctx, req.Name, req.Token, millis(req.TTL)).Scan(&fence)
 	switch {

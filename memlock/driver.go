@@ -119,7 +119,7 @@ func holder(name string, e *entry, now time.Time) driver.Holder {
 
 // Adopt extends token's hold on req.Name, as Refresh does, and returns its
 // fence.
-func (d *memDriver) Adopt(ctx context.Context, req driver.Request) (driver.Grant, error) {
+func (d *memDriver) Adopt(ctx context.Context, req driver.Request, _ uint64) (driver.Grant, error) {
 	if err := d.begin(ctx); err != nil {
 		return driver.Grant{}, err
 	}

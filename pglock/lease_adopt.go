@@ -22,7 +22,7 @@ SELECT (SELECT fence FROM r), (SELECT token FROM {{table}} WHERE name = $1)`
 // Adopt extends token's lease, as Refresh does, in one token-checked
 // UPDATE that also answers its fence. A lease is a row, owned by no
 // connection: the adopter's pool keeps it from then on.
-func (d *leases) Adopt(ctx context.Context, req driver.Request) (driver.Grant, error) {
+func (d *leases) Adopt(ctx context.Context, req driver.Request, _ uint64) (driver.Grant, error) {
 	var (
 		fence   *int64
 		current *string

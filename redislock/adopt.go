@@ -16,7 +16,7 @@ var _ driver.Adopter = (*redisDriver)(nil)
 // extension, answering the lock's value, whose fence the lease keeps.
 // Under Config.ReplicaSync it counts only once WAIT confirms it, as a
 // refresh does.
-func (d *redisDriver) Adopt(ctx context.Context, req driver.Request) (driver.Grant, error) {
+func (d *redisDriver) Adopt(ctx context.Context, req driver.Request, _ uint64) (driver.Grant, error) {
 	return bounded(ctx, d, func() (driver.Grant, error) { return d.adoptOnce(ctx, req) })
 }
 

@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 			}
 		},
 		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.Lister,
-			dlocktest.ForceReleaser, dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger},
+			dlocktest.ForceReleaser, dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger, dlocktest.Adopter},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.Queuer:            "no node decides a queue for the majority: waiters are woken by pub/sub and race",
 			dlocktest.BatchReleaser:     "a release is sent to every node at once, one call per node",
@@ -45,7 +45,6 @@ func TestConformance(t *testing.T) {
 			dlocktest.MigrationReporter: "no schema",
 			dlocktest.Diagnoser:         "dlock doctor's Redis checks apply to each node (redis://)",
 			dlocktest.Describer:         "the portable TTL limits apply as they are",
-			dlocktest.Adopter:           "not implemented yet for Redlock",
 		},
 	})
 }
