@@ -3,6 +3,7 @@ package dlocktest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,9 @@ func (s *suite) needAdopter(t *testing.T) {
 	adopted, err := s.locker(t).Resume(s.ctx(t), ls.Handle(), s.opts()...)
 	switch {
 	case !s.provides(Adopter) && errors.Is(err, dlock.ErrUnsupported):
+		if why := l.Capabilities().AdoptWhyNot; !strings.Contains(err.Error(), why) {
+			t.Errorf("Resume's ErrUnsupported does not say why (Capabilities.AdoptWhyNot %q): %v", why, err)
+		}
 		s.skipLacking(t, Adopter)
 	case !s.provides(Adopter):
 		t.Fatalf("Resume on a driver that lacks driver.Adopter = %v, want ErrUnsupported", err)
