@@ -3,6 +3,7 @@ package dlocktest
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -273,4 +274,47 @@ func (s *suite) rwmutex(t *testing.T, l *dlock.Locker, name string) *dlock.RWMut
 		t.Fatal(err)
 	}
 	return m
+}
+
+// testAdoptFromKilledProcess: a child process takes a lock, keeps it
+// with its watchdog and passes its handle on; this process resumes it,
+// and keeps it for 3 TTLs after the child is SIGKILLed, with the child's
+// fence, nobody else able to take it; its Release frees it.
+func (s *suite) testAdoptFromKilledProcess(t *testing.T) {
+	s.needProcesses(t)
+	s.needAdopter(t)
+	name := s.name(t)
+	c := s.startChild(t, childSpec{Role: roleHandOn, Names: []string{name}})
+	var fence uint64
+	var handle string
+	if line := c.line(t, time.Minute); !scanHandle(line, &fence, &handle) {
+		t.Fatalf("child said %q, want \"handle FENCE HANDLE\"; stderr:\n%s", strings.Fields(line + " ")[0], c.stderr.String())
+	}
+	adopted := s.resume(t, s.locker(t), handle)
+	if adopted.Fence() != fence {
+		t.Errorf("adopted lease's Fence = %d, want the child's %d", adopted.Fence(), fence)
+	}
+	c.kill()
+	time.Sleep(3 * s.ttl)
+	if err := adopted.Err(); err != nil {
+		t.Fatalf("adopted lease lost after its granting process was SIGKILLed: %v", err)
+	}
+	s.expectHeldElsewhere(t, name)
+	release(t, adopted)
+	again, err := s.locker(t).TryAcquire(s.ctx(t), name, s.opts()...)
+	if err != nil {
+		t.Fatalf("TryAcquire after the adopted lease was released: %v", err)
+	}
+	release(t, again)
+}
+
+// scanHandle reads a handOn child's "handle FENCE HANDLE" line.
+func scanHandle(line string, fence *uint64, handle *string) bool {
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "handle" {
+		return false
+	}
+	n, err := strconv.ParseUint(f[1], 10, 64)
+	*fence, *handle = n, f[2]
+	return err == nil
 }

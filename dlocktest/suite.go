@@ -116,6 +116,7 @@ func (s *suite) tests() []subtest {
 		{"AdoptDetach", s.testAdoptDetach},
 		{"AdoptRefused", s.testAdoptRefused},
 		{"AdoptKinds", s.testAdoptKinds},
+		{"AdoptFromKilledProcess", s.testAdoptFromKilledProcess},
 	}
 }
 
