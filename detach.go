@@ -29,5 +29,8 @@ func (ls *Lease) Detach() (string, error) {
 	ls.released = true // Release now returns ErrDetached untouched
 	ls.mu.Unlock()
 	ls.finish(ErrDetached)
+	if err := ls.Err(); err != ErrDetached {
+		return "", err // lost meanwhile: nothing to hand on
+	}
 	return h, nil
 }

@@ -163,3 +163,32 @@ func TestLeaseNeverPrintsItsToken(t *testing.T) {
 		}
 	}
 }
+
+// TestHandOnHooks: hooks see a detached lease end as EndDetached, and a
+// resumed lease as an acquire of its kind, its end as any other's.
+func TestHandOnHooks(t *testing.T) {
+	store := newStore()
+	a, b := memLocker(t, store), memLocker(t, store)
+	var log hookLog
+	a.AddHooks(log.hooks())
+	b.AddHooks(log.hooks())
+	ctx := context.Background()
+	ls, err := a.Acquire(ctx, "jobs", dlock.WithTTL(time.Hour), dlock.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ls.Detach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopted, err := b.Resume(ctx, h, dlock.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adopted.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, log.take(),
+		"acquiring memlock mutex jobs wait=0s", "done jobs acquired marked=true fence=1", "ended jobs detached",
+		"acquiring memlock mutex jobs wait=0s", "done jobs acquired marked=true fence=1", "ended jobs released")
+}
