@@ -80,8 +80,8 @@ func (l *Locker) resume(ctx context.Context, h handle, s settings) (*Lease, erro
 		// The token is the grant's: a fence that differs was altered.
 		return nil, invalid("lease handle of lock %q says fence %d, and the backend's grant to its token has fence %d", name, h.fence, g.Fence)
 	}
-	if !g.Since.IsZero() {
-		sent = g.Since
+	if since := onClock(l.clock, g.Since); !g.Since.IsZero() && since.Before(sent) {
+		sent = since // the lease rides on an older renewal, as a grant may
 	}
 	ls, err := l.granted(req, g, sent, s)
 	if err == nil && h.shown != 0 {
