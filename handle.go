@@ -39,8 +39,10 @@ type handle struct {
 // String method includes it.
 //
 // Handle does not change the lease: this Locker keeps refreshing it, and
-// releases it on Release or Close. A process that hands the lease on and
-// goes on living calls Detach instead.
+// releases it on Release or Close — also once a Locker that resumed it
+// holds it, since both then hold the same token, and also when the lease
+// was lost here first. A process that hands the lease on and goes on
+// living calls Detach instead.
 func (ls *Lease) Handle() string {
 	return handle{
 		backend: driverName(ls.host.driver()), key: ls.name, token: ls.token, owner: ls.owner,
