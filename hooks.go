@@ -106,6 +106,10 @@ type RefreshEvent struct {
 // other reasons are LostError's (LostExpired, LostTakenOver, ...).
 const EndReleased = "released"
 
+// EndDetached is EndEvent.Reason for a lease handed on with Detach: it
+// ended in this Locker, and lives on in the one that resumes it.
+const EndDetached = "detached"
+
 // EndEvent is the end of a lease.
 type EndEvent struct {
 	Backend string
@@ -113,9 +117,10 @@ type EndEvent struct {
 	// Held is how long the lease was held, from the end of the acquire
 	// call that returned it.
 	Held time.Duration
-	// Reason is EndReleased or the loss's reason (LostError.Reason).
+	// Reason is EndReleased, EndDetached or the loss's reason
+	// (LostError.Reason).
 	Reason string
-	// Err is the lease's Err: ErrReleased or a *LostError.
+	// Err is the lease's Err: ErrReleased, ErrDetached or a *LostError.
 	Err error
 }
 
@@ -216,6 +221,9 @@ func (ls *Lease) reportEnd() {
 	var lost *LostError
 	if errors.As(err, &lost) {
 		ev.Reason = lost.Reason
+	}
+	if errors.Is(err, ErrDetached) {
+		ev.Reason = EndDetached
 	}
 	for _, h := range ls.hooks {
 		if h.Ended != nil {

@@ -125,8 +125,8 @@ func (t *tracing) ended(ev dlock.EndEvent) {
 	leaseSpans.CompareAndDelete(ev.Lease, v)
 	span := v.(*heldSpan).span
 	held := keyHeld.Int64(ev.Held.Milliseconds())
-	if ev.Reason == dlock.EndReleased {
-		span.AddEvent("released", trace.WithAttributes(held))
+	if ev.Reason == dlock.EndReleased || ev.Reason == dlock.EndDetached {
+		span.AddEvent(ev.Reason, trace.WithAttributes(held))
 		span.End()
 		return
 	}

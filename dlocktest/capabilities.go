@@ -35,6 +35,7 @@ const (
 	SettingsReporter  Capability = "SettingsReporter"  // the settings in force, by URL key
 	LogSetter         Capability = "LogSetter"         // the Locker's logger
 	Ledger            Capability = "Ledger"            // a run ledger for RunOnce
+	Adopter           Capability = "Adopter"           // Resume: a lease granted to another Locker
 )
 
 // implements tells whether a driver implements each Capability.
@@ -54,6 +55,7 @@ var implements = map[Capability]func(driver.Driver) bool{
 	SettingsReporter:  is[driver.SettingsReporter],
 	LogSetter:         is[driver.LogSetter],
 	Ledger:            is[driver.Ledger],
+	Adopter:           is[driver.Adopter],
 }
 
 func is[I any](d driver.Driver) bool {

@@ -22,7 +22,7 @@ func TestDeclarationFailsWhenAnInterfaceGoesMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	provides := []Capability{Notifier, BatchRefresher, Lister, ForceReleaser, EvictionWatcher, Ledger}
+	provides := []Capability{Notifier, BatchRefresher, Lister, ForceReleaser, EvictionWatcher, Ledger, Adopter}
 	lacks := map[Capability]string{}
 	for c := range implements {
 		lacks[c] = "absent from memlock"

@@ -29,6 +29,7 @@ const (
 	roleLeader   = "leader"   // campaign in election Names[0], then as hold
 	roleSlots    = "slots"    // N slots of Period from First, clock off by Skew (RunOnce)
 	roleSlotHang = "slothang" // claim the slot at First, print "running", hang
+	roleHandOn   = "handon"   // acquire Names[0], print "handle FENCE HANDLE", then as hold
 )
 
 // childSpec is what a child process is asked to do.
@@ -81,6 +82,8 @@ func (c childSpec) run() error {
 		return c.keep(sem.Acquire(ctx))
 	case roleSlotHang:
 		return c.slotHang(ctx, l)
+	case roleHandOn:
+		return c.handOn(ctx, l)
 	case roleLeader:
 		el, err := l.Election(c.Names[0], c.opts()...)
 		if err != nil {
@@ -136,6 +139,18 @@ func (c childSpec) keep(ls *dlock.Lease, err error) error {
 		return err
 	}
 	fmt.Printf("held %d\n", ls.Fence())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return ls.Release(context.Background())
+}
+
+// handOn takes the lock, prints its fence and handle (to the test that
+// started it, through a pipe), and keeps it, watchdog on, as hold does.
+func (c childSpec) handOn(ctx context.Context, l *dlock.Locker) error {
+	ls, err := l.Acquire(ctx, c.Names[0], c.opts()...)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("handle %d %s\n", ls.Fence(), ls.Handle())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return ls.Release(context.Background())
 }

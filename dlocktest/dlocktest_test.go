@@ -54,7 +54,7 @@ func flockLacks() map[dlocktest.Capability]string {
 		dlocktest.Notifier, dlocktest.Queuer, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
 		dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.SessionWatcher,
 		dlocktest.Migrator, dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.Describer,
-		dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger,
+		dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger, dlocktest.Adopter,
 	} {
 		m[c] = "a minimal driver: the required methods only"
 	}

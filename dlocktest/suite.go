@@ -48,7 +48,12 @@ type suite struct {
 // also after a SIGKILL, once per slot among 5 processes with skewed
 // clocks) and the ledger's own rules (writes under an older fence
 // refused, fences compared as numbers past 2^53, a rerun replacing only a
-// run without an outcome, the newest slots kept).
+// run without an outcome, the newest slots kept); and, where the driver
+// adopts leases, a lease resumed from its handle by another Locker (kept
+// after its granting Locker stopped refreshing and closed, after Detach,
+// and after its granting process was SIGKILLed, with the same fence; a
+// mutex, a permit, read and write grants and a term; a handle of a
+// released, expired or taken-over lease refused with ErrLost).
 //
 // The harness declares which optional driver interfaces the driver
 // implements and why it lacks the others; the first subtest checks that
@@ -112,6 +117,11 @@ func (s *suite) tests() []subtest {
 		{"Election", s.testElection},
 		{"ElectionCrash", s.testElectionCrash},
 		{"RunOnce", s.testRunOnce},
+		{"AdoptSurvivesGrantor", s.testAdoptSurvivesGrantor},
+		{"AdoptDetach", s.testAdoptDetach},
+		{"AdoptRefused", s.testAdoptRefused},
+		{"AdoptKinds", s.testAdoptKinds},
+		{"AdoptFromKilledProcess", s.testAdoptFromKilledProcess},
 	}
 }
 

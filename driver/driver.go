@@ -203,6 +203,11 @@ type Capabilities struct {
 	// confirmed grant is listed at once. The portable layer's read-write
 	// lock, whose writer finds the readers in a listing, needs zero.
 	ListLag time.Duration
+	// AdoptWhyNot, for a driver that is not an Adopter, says why it cannot
+	// adopt a lease granted to another Locker, for Resume's error
+	// (Postgres advisory mode: "the lock is held by the session of the
+	// connection that took it").
+	AdoptWhyNot string
 }
 
 // Describer is implemented by backends whose Capabilities differ from the
@@ -366,4 +371,31 @@ type EvictionWatcher interface {
 // channel: a lease that ends first costs no goroutine waiting on it.
 type SessionWatcher interface {
 	WatchSession(token string, lost func()) bool
+}
+
+// Adopter is implemented by backends on which a Locker can take over a
+// lease that another Locker was granted (Locker.Resume): a lease handed
+// from a parent process to a worker, or resumed after a restart.
+//
+// Adopt checks that req.Token still holds req.Name and extends it to
+// req.TTL from now, in one token-checked step, as Refresh does; it never
+// re-creates a lock that is gone, and returns ErrNotHeld (or ErrExpired /
+// ErrTakenOver) instead. On success it returns the grant as the backend
+// records it: Acquired true, Fence the grant's fence (unchanged: adopting
+// is not a new grant), TTL and Since as for TryAcquire. fence is the
+// grant's fence as the lease's handle gives it: a backend that keeps one
+// fence per lock returns its own, which the portable layer compares with
+// it; one that can only narrow it down (Redlock: a value among the nodes
+// that confirm) returns fence when the answers bear it out. req.Owner is
+// ignored: the holder keeps the owner it was granted with.
+//
+// From then on the lease must live exactly as long as the adopting
+// driver keeps refreshing it: it must not depend on the Locker,
+// connection or session that was granted it (etcd moves the key onto the
+// adopter's own lease), nor keep anything else of theirs alive. Without
+// Adopter, Locker.Resume fails with errors.ErrUnsupported; a driver that
+// can adopt in some modes only returns, in the others, an error wrapping
+// errors.ErrUnsupported that says why.
+type Adopter interface {
+	Adopt(ctx context.Context, req Request, fence uint64) (Grant, error)
 }

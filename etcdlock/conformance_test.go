@@ -38,6 +38,7 @@ func conformance(t *testing.T, ttl time.Duration) {
 			dlocktest.Migrator:          "no schema: keys are created as they are used",
 			dlocktest.MigrationReporter: "no schema",
 			dlocktest.LogSetter:         "the etcd client's log is off (zap.NewNop)",
+			dlocktest.Adopter:           "a key holds its owner, not its token: no other client can prove a token holds it",
 		},
 	})
 }

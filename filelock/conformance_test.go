@@ -29,7 +29,7 @@ func TestConformance(t *testing.T) {
 		},
 		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.Lister,
 			dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Diagnoser, dlocktest.SettingsReporter,
-			dlocktest.Ledger},
+			dlocktest.Ledger, dlocktest.Adopter},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.Queuer:            "waiters are woken by the file watcher and race (Notifier)",
 			dlocktest.BatchReleaser:     "a release is one local statement: nothing to save by batching",

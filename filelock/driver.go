@@ -43,14 +43,14 @@ type store struct {
 
 // statements are prepared once: parsing the SQL costs more than running it.
 type statements struct {
-	peek, grant, holder, refresh, release, state *sql.Stmt
+	peek, grant, holder, refresh, release, state, adopt *sql.Stmt
 }
 
 func (s *statements) all() []**sql.Stmt {
-	return []**sql.Stmt{&s.peek, &s.grant, &s.holder, &s.refresh, &s.release, &s.state}
+	return []**sql.Stmt{&s.peek, &s.grant, &s.holder, &s.refresh, &s.release, &s.state, &s.adopt}
 }
 
-var queries = []string{peekSQL, grantSQL, holderSQL, refreshSQL, releaseSQL, stateSQL}
+var queries = []string{peekSQL, grantSQL, holderSQL, refreshSQL, releaseSQL, stateSQL, adoptSQL}
 
 // newStore creates the schema in db and prepares the statements; rows of
 // names not held are pruned after retention. openPoll

@@ -11,4 +11,5 @@ var (
 	_ driver.Lister          = (*fileDriver)(nil)
 	_ driver.ForceReleaser   = (*fileDriver)(nil)
 	_ driver.EvictionWatcher = (*fileDriver)(nil)
+	_ driver.Adopter         = (*fileDriver)(nil)
 )

@@ -33,7 +33,7 @@ func TestConformance(t *testing.T) {
 			return newLocker(t, s), s.Stop
 		},
 		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.Lister,
-			dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Ledger},
+			dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Ledger, dlocktest.Adopter},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.Queuer:            "waiters are woken by Notifier; an in-process map has no queue to keep",
 			dlocktest.BatchReleaser:     "a release is a map operation: nothing to batch",

@@ -18,6 +18,7 @@ var (
 	_ driver.ForceReleaser   = (*memDriver)(nil)
 	_ driver.BatchRefresher  = (*memDriver)(nil)
 	_ driver.EvictionWatcher = (*memDriver)(nil)
+	_ driver.Adopter         = (*memDriver)(nil)
 )
 
 // begin locks the store for one operation, failing when ctx is done or
@@ -114,4 +115,20 @@ func (d *memDriver) Close() error { return nil }
 
 func holder(name string, e *entry, now time.Time) driver.Holder {
 	return driver.Holder{Name: name, Owner: e.owner, Fence: e.fence, TTL: e.expires.Sub(now)}
+}
+
+// Adopt extends token's hold on req.Name, as Refresh does, and returns its
+// fence.
+func (d *memDriver) Adopt(ctx context.Context, req driver.Request, _ uint64) (driver.Grant, error) {
+	if err := d.begin(ctx); err != nil {
+		return driver.Grant{}, err
+	}
+	defer d.s.mu.Unlock()
+	now := time.Now()
+	e, err := d.s.owned(req.Name, req.Token, now)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	e.expires = now.Add(req.TTL)
+	return driver.Grant{Acquired: true, Fence: e.fence}, nil
 }

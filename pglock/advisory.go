@@ -38,8 +38,12 @@ func newAdvisory(b base) *advisory {
 
 // Capabilities: the lease ends with the session, the TTL only paces the
 // health checks.
+// adoptWhyNot says why advisory mode cannot adopt a lease.
+const adoptWhyNot = "in Postgres advisory mode a lock is held by the session of the connection that took it, " +
+	"and no other connection can take it over (use mode=lease)"
+
 func (d *advisory) Capabilities() driver.Capabilities {
-	return driver.Capabilities{SessionBound: true, ListLag: watchDelay}
+	return driver.Capabilities{SessionBound: true, ListLag: watchDelay, AdoptWhyNot: adoptWhyNot}
 }
 
 // TryAcquire takes a pool connection and makes one attempt on it: one

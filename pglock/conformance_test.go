@@ -28,7 +28,8 @@ func TestConformanceLease(t *testing.T) {
 		},
 		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
 			dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Migrator,
-			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.SettingsReporter, dlocktest.Ledger},
+			dlocktest.MigrationReporter, dlocktest.Diagnoser, dlocktest.SettingsReporter, dlocktest.Ledger,
+			dlocktest.Adopter},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.Notifier:       "waiters queue in the table and the release NOTIFYs the head alone (Queuer)",
 			dlocktest.SessionWatcher: "a lease is a row with a TTL, not a session",
@@ -58,6 +59,7 @@ func TestConformanceAdvisory(t *testing.T) {
 			dlocktest.Notifier:       "waiters wait in the server, in pg_advisory_lock (Queuer)",
 			dlocktest.BatchRefresher: "a session lock needs no refresh: each lease's check is its connection's health",
 			dlocktest.LogSetter:      "warnings go to the logger in the Open context",
+			dlocktest.Adopter:        "a lock is held by the session of the connection that took it: no other connection can take it over",
 		},
 	})
 }

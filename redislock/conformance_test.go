@@ -72,7 +72,7 @@ func TestConformanceCluster(t *testing.T) {
 func provides(extra ...dlocktest.Capability) []dlocktest.Capability {
 	return append([]dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
 		dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher, dlocktest.Diagnoser,
-		dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger}, extra...)
+		dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger, dlocktest.Adopter}, extra...)
 }
 
 // lacks is what the Redis driver does not implement, and why, plus extra.

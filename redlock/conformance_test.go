@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 			}
 		},
 		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.BatchRefresher, dlocktest.Lister,
-			dlocktest.ForceReleaser, dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger},
+			dlocktest.ForceReleaser, dlocktest.SettingsReporter, dlocktest.LogSetter, dlocktest.Ledger, dlocktest.Adopter},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.Queuer:            "no node decides a queue for the majority: waiters are woken by pub/sub and race",
 			dlocktest.BatchReleaser:     "a release is sent to every node at once, one call per node",

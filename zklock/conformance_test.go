@@ -45,6 +45,8 @@ func TestConformance(t *testing.T) {
 			dlocktest.SessionWatcher:    "the session's end reaches every lease through the watchdog's session check",
 			dlocktest.Migrator:          "the root node is created at open",
 			dlocktest.MigrationReporter: "the root node is created at open",
+			dlocktest.Adopter: "a lock is an ephemeral node of the session that created it: adopting it would " +
+				"take over that session (its id and password), and with it every lock the session holds",
 		},
 	})
 }

@@ -138,8 +138,12 @@ func cleanRoot(root string) (string, error) {
 
 // Capabilities reports that a lease is the ZooKeeper session: it ends
 // when the session ends, and the TTL only sets the watchdog's cadence.
+// adoptWhyNot says why ZooKeeper cannot adopt a lease.
+const adoptWhyNot = "a ZooKeeper lock is an ephemeral node of the session that created it: adopting it would " +
+	"take over that session, and with it every lock the session holds"
+
 func (d *zkDriver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{SessionBound: true}
+	return driver.Capabilities{SessionBound: true, AdoptWhyNot: adoptWhyNot}
 }
 
 // SetLogger sets where the driver logs.

@@ -3,6 +3,7 @@ package rediscore
 import (
 	"context"
 	_ "embed"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -14,6 +15,8 @@ var (
 	refreshSrc string
 	//go:embed refresh_batch.lua
 	refreshBatchSrc string
+	//go:embed adopt.lua
+	adoptSrc string
 	//go:embed ledger.lua
 	ledgerSrc string
 	//go:embed claim_run.lua
@@ -29,6 +32,8 @@ var (
 	Refresh = WithTokenCheck(refreshSrc)
 	// RefreshBatch is Refresh for many locks in one call.
 	RefreshBatch = WithTokenCheck(refreshBatchSrc)
+	// Adopt is Refresh answering the lock's value (Adopted reads it).
+	Adopt = WithTokenCheck(adoptSrc)
 	// ClaimRun and FinishRun are the run ledger's writes (driver.Ledger),
 	// each appended to the functions they share (ledger.lua).
 	ClaimRun  = redis.NewScript(ledgerSrc + claimRunSrc)
@@ -52,4 +57,17 @@ func Load(ctx context.Context, c redis.Scripter, scripts ...*redis.Script) error
 		}
 	}
 	return nil
+}
+
+// Adopted reads the reply of Adopt: the lock's value, or the code that
+// says why the mark does not hold it (0 gone, -1 another token).
+func Adopted(reply any) (v Value, code int64, err error) {
+	switch r := reply.(type) {
+	case string:
+		v, err = ParseValue(r)
+		return v, 1, err
+	case int64:
+		return Value{}, r, nil
+	}
+	return Value{}, 0, fmt.Errorf("rediscore: adopt answered %T", reply)
 }
