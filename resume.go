@@ -58,11 +58,7 @@ func (l *Locker) resume(ctx context.Context, h handle, s settings) (*Lease, erro
 	name := parseKey(h.key).name
 	ad, ok := l.drv.(driver.Adopter)
 	if !ok {
-		why := l.caps.AdoptWhyNot
-		if why == "" {
-			why = "the " + driverName(l.drv) + " backend cannot adopt a lease granted to another Locker"
-		}
-		return nil, fmt.Errorf("dlock: resume %q: %s: %w", name, why, ErrUnsupported)
+		return nil, fmt.Errorf("dlock: resume %q: %s: %w", name, l.adoptWhyNot(), ErrUnsupported)
 	}
 	req := driver.Request{Name: h.key, Token: h.token, Owner: h.owner, TTL: s.ttl}
 	sent := l.now()
@@ -96,4 +92,23 @@ func shownFence(h handle) uint64 {
 		return h.shown
 	}
 	return h.fence
+}
+
+// CanResume reports whether this Locker's backend can adopt a lease
+// another Locker granted (Resume): nil if it can, or an error matching
+// ErrUnsupported that says why not — a server that would run as one of
+// several replicas asks this before it starts.
+func (l *Locker) CanResume() error {
+	if _, ok := l.drv.(driver.Adopter); ok {
+		return nil
+	}
+	return fmt.Errorf("dlock: the %s backend cannot resume a lease another Locker granted: %s: %w", l.backend, l.adoptWhyNot(), ErrUnsupported)
+}
+
+// adoptWhyNot says why the driver cannot adopt a lease.
+func (l *Locker) adoptWhyNot() string {
+	if why := l.caps.AdoptWhyNot; why != "" {
+		return why
+	}
+	return "the " + driverName(l.drv) + " backend cannot adopt a lease granted to another Locker"
 }

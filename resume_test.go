@@ -115,6 +115,17 @@ func TestResumeUnsupported(t *testing.T) {
 	if _, err := b.Resume(context.Background(), ls.Handle()); !errors.Is(err, dlock.ErrUnsupported) {
 		t.Fatalf("Resume on a driver without Adopter = %v, want ErrUnsupported", err)
 	}
+	if err := b.CanResume(); !errors.Is(err, dlock.ErrUnsupported) || !strings.Contains(err.Error(), "cannot") {
+		t.Fatalf("CanResume on a driver without Adopter = %v, want ErrUnsupported saying why", err)
+	}
+	mem, err := dlock.Open(context.Background(), "mem://can-resume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if err := mem.CanResume(); err != nil {
+		t.Fatalf("CanResume on memlock = %v, want nil", err)
+	}
 }
 
 // TestResumeExpiresFromNow: an adopted lease's expiry counts from when

@@ -147,7 +147,7 @@ func (s *Server) granted(w http.ResponseWriter, r *http.Request, ls *dlock.Lease
 		_ = ls.Release(context.WithoutCancel(r.Context()))
 		return
 	}
-	e, ok := s.leases.add(ls, permits, s.ownerOf(r))
+	e, ok := s.leases.add(s.newEntry(ls, permits, s.ownerOf(r)))
 	if !ok {
 		_ = ls.Release(context.Background())
 		writeProblem(w, http.StatusServiceUnavailable, "backend", "Server closing", "the server is shutting down")
@@ -195,7 +195,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := e.lease.Release(r.Context()) // a lease lost before says why
-	s.leases.remove(e.id)
+	s.leases.remove(e)
 	if err != nil && !errors.Is(err, dlock.ErrReleased) {
 		writeError(w, err)
 		return

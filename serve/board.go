@@ -19,7 +19,7 @@ const (
 // boardEvent is one line of the dashboard's recent events.
 type boardEvent struct {
 	Time   time.Time `json:"time"`
-	Type   string    `json:"type"` // granted, released, lost, force-released
+	Type   string    `json:"type"` // granted, released, lost, force-released, handoff
 	Name   string    `json:"name"`
 	Kind   string    `json:"kind"`
 	Fence  uint64    `json:"fence"`
@@ -120,14 +120,19 @@ func (b *board) hooks() dlock.Hooks {
 	}
 }
 
-// ended is the event of a lease's end: released; force-released when the
+// ended is the event of a lease's end: released; handoff for a lease a
+// replica let go (Detach); force-released when the
 // library's loss reason is LostForceReleased (the backend pushed the
 // eviction, or it went through this Locker); else lost, with the
 // library's reason and sentence.
 func ended(ev dlock.EndEvent) boardEvent {
 	ls := ev.Lease
 	e := boardEvent{Time: time.Now(), Type: "released", Name: ls.Name(), Kind: string(ls.Kind()), Fence: ls.Fence(), Owner: ls.Owner()}
-	if ev.Reason == dlock.EndReleased {
+	switch ev.Reason {
+	case dlock.EndReleased:
+		return e
+	case dlock.EndDetached:
+		e.Type, e.Reason = "handoff", "this server let the lease go for another replica to keep"
 		return e
 	}
 	e.Type, e.Reason = "lost", ev.Reason

@@ -92,8 +92,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// handoffDetail is the detail of a "handoff" event.
+const handoffDetail = "this replica no longer keeps the lease (it is stopping): follow it through another replica " +
+	"(or this one again) within its TTL to keep it"
+
 // sendEnd writes the event that ends a lease's stream: "lost" with the
-// reason, or "released".
+// reason, "released", or, from a replica that stops, "handoff".
 func sendEnd(w http.ResponseWriter, f http.Flusher, e *entry) {
 	err := e.lease.Err()
 	var lost *dlock.LostError
@@ -102,6 +106,8 @@ func sendEnd(w http.ResponseWriter, f http.Flusher, e *entry) {
 		_ = sendEvent(w, f, "lost", lostJSON{Reason: lost.Reason, Detail: err.Error()})
 	case errors.Is(err, dlock.ErrLost):
 		_ = sendEvent(w, f, "lost", lostJSON{Reason: dlock.LostExpired, Detail: err.Error()})
+	case errors.Is(err, dlock.ErrDetached):
+		_ = sendEvent(w, f, "handoff", map[string]string{"detail": handoffDetail})
 	default:
 		_ = sendEvent(w, f, "released", map[string]string{"lease_id": e.id})
 	}

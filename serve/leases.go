@@ -1,8 +1,6 @@
 package serve
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"time"
 
@@ -27,30 +25,56 @@ type entry struct {
 	owner    string // the client it belongs to (ownerOf)
 }
 
-// leaseTable maps lease ids (random, never the backend token) to leases.
+// leaseTable maps lease ids (sealed handles, seal.go) to the leases this
+// server keeps.
 type leaseTable struct {
 	mu     sync.Mutex
 	m      map[string]*entry
 	closed bool // the server is closing: no new entries
+	// adopting holds the ids being adopted (Server.adopt): a second
+	// request for one waits for the first instead of adopting it twice.
+	adopting map[string]chan struct{}
 }
 
-func newLeaseTable() *leaseTable { return &leaseTable{m: map[string]*entry{}} }
+func newLeaseTable() *leaseTable {
+	return &leaseTable{m: map[string]*entry{}, adopting: map[string]chan struct{}{}}
+}
 
-// add stores a new lease of owner under a new id (128 bits from
-// crypto/rand); false means the table is closed and the lease was not
-// stored.
-func (t *leaseTable) add(ls *dlock.Lease, permits int, owner string) (*entry, bool) {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	now := time.Now()
-	e := &entry{id: hex.EncodeToString(b[:]), lease: ls, lastSeen: now, granted: now, permits: permits, owner: owner}
+// add stores e, or returns the entry already stored under its id; false
+// means the table is closed and e was not stored.
+func (t *leaseTable) add(e *entry) (*entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return nil, false
 	}
+	if old, ok := t.m[e.id]; ok && old.endedAt.IsZero() && old.lease.Err() == nil {
+		return old, true
+	}
 	t.m[e.id] = e
 	return e, true
+}
+
+// claim makes the caller the one adopting id: it returns nil when the
+// caller adopts (and must call unclaim), or a channel closed when the
+// adoption under way ends (then look the id up again).
+func (t *leaseTable) claim(id string) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if ch, ok := t.adopting[id]; ok {
+		return ch
+	}
+	t.adopting[id] = make(chan struct{})
+	return nil
+}
+
+// unclaim ends an adoption claim, waking those waiting on it.
+func (t *leaseTable) unclaim(id string) {
+	t.mu.Lock()
+	ch := t.adopting[id]
+	delete(t.adopting, id)
+	t.mu.Unlock()
+	close(ch)
 }
 
 func (t *leaseTable) get(id string) (*entry, bool) {
@@ -76,9 +100,13 @@ func (t *leaseTable) stream(e *entry, delta int) {
 	t.mu.Unlock()
 }
 
-func (t *leaseTable) remove(id string) {
+// remove forgets e, unless its id now stands for another entry (a lease
+// adopted again after e was let go).
+func (t *leaseTable) remove(e *entry) {
 	t.mu.Lock()
-	delete(t.m, id)
+	if t.m[e.id] == e {
+		delete(t.m, e.id)
+	}
 	t.mu.Unlock()
 }
 

@@ -2,7 +2,10 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"net/http"
+
+	"github.com/dlockdev/dlock"
 )
 
 // A lease belongs to the client that took it: the same token (the same
@@ -46,18 +49,31 @@ func (s *Server) ownerOf(r *http.Request) string {
 	return clientOf(r).who
 }
 
-// lookup finds the lease named by the path, if it belongs to r's client;
-// false means it answered 404.
+// lookup finds the lease named by the path, if it belongs to r's client,
+// adopting it when this replica does not keep it (adopt.go); false means
+// it answered (404 for an id that is unknown or another client's).
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*entry, bool) {
-	e, ok := s.leases.get(r.PathValue("id"))
-	if ok && e.owner != s.ownerOf(r) {
-		s.log.Info("dlock serve: a lease's id came from a client other than its own; answered as unknown",
-			"name", e.lease.Name(), "fence", e.lease.Fence(), "owner", e.owner, "client", s.ownerOf(r), "method", r.Method)
-		ok = false
+	id := r.PathValue("id")
+	e, ok := s.leases.get(id)
+	if s.replicated && (!ok || errors.Is(e.lease.Err(), dlock.ErrDetached)) {
+		return s.adopt(w, r, id)
 	}
 	if !ok {
-		writeProblem(w, http.StatusNotFound, "not-found", "Unknown lease",
-			"no lease with this id: it was released, forgotten a minute after it was lost, or never existed")
+		unknownLease(w)
+		return nil, false
 	}
-	return e, ok
+	if e.owner != s.ownerOf(r) {
+		s.log.Info("dlock serve: a lease's id came from a client other than its own; answered as unknown",
+			"name", e.lease.Name(), "fence", e.lease.Fence(), "owner", e.owner, "client", s.ownerOf(r), "method", r.Method)
+		unknownLease(w)
+		return nil, false
+	}
+	return e, true
+}
+
+// unknownLease answers 404 for a lease id: it says the same for an id
+// that never existed and for another client's.
+func unknownLease(w http.ResponseWriter) {
+	writeProblem(w, http.StatusNotFound, "not-found", "Unknown lease",
+		"no lease with this id: it was released, forgotten a minute after it was lost, or never existed")
 }

@@ -101,6 +101,18 @@ type Config struct {
 	// token, a certificate, or an address without authentication) has
 	// open at once (default DefaultMaxDashboardStreams); past it, 429.
 	MaxDashboardStreams int
+	// LeaseKeys, when set, make the server one of several replicas on one
+	// backend: any of them serves any lease (renew, events, release),
+	// adopting it from the backend (Locker.Resume), and a replica that
+	// stops or dies costs no lease whose client turns to another within
+	// the lease's TTL. Every replica needs the same keys, each at least
+	// 32 bytes of secret random text (e.g. openssl rand -hex 32); the first
+	// seals new lease ids and every one opens them, so that a key can be
+	// rotated (seal.go). New refuses a backend that cannot adopt a lease
+	// (ZooKeeper, Postgres advisory mode), saying why. Without keys the
+	// server is the only one: a lease lives as long as its process, which
+	// releases every lease when it stops.
+	LeaseKeys [][]byte
 	// Logger receives one line per failed request and per lease the
 	// server gives up; nil discards. Tokens never reach it.
 	Logger *slog.Logger
@@ -115,7 +127,9 @@ type Server struct {
 	mux    *http.ServeMux
 	routes []string // "METHOD /pattern", for the OpenAPI check
 
-	leases  *leaseTable
+	leases     *leaseTable
+	seal       *sealer
+	replicated bool // Config.LeaseKeys: one of several replicas (adopt.go)
 	board   *board
 	shared  shared   // the dashboard's snapshot
 	viewers *counter // dashboard streams per client
@@ -169,13 +183,22 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Burst <= 0 {
 		cfg.Burst = DefaultBurst
 	}
+	seal, err := newSealer(cfg.LeaseKeys)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.LeaseKeys) > 0 {
+		if err := cfg.Locker.CanResume(); err != nil {
+			return nil, fmt.Errorf("serve: cannot run as one of several replicas (lease keys given): %w; run a single server without lease keys", err)
+		}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, l: cfg.Locker, log: log, mux: http.NewServeMux(),
 		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), inFlight: newCounter(cfg.MaxConnsPerClient), viewers: newCounter(cfg.MaxDashboardStreams), sessions: newSessionStore(), signIns: newSignInStore(), stop: make(chan struct{})}
-	s.leases = newLeaseTable()
+	s.leases, s.seal, s.replicated = newLeaseTable(), seal, len(cfg.LeaseKeys) > 0
 	s.board = newBoard(cfg.Locker.Backend())
 	cfg.Locker.AddHooks(s.board.hooks())
 	s.routesInit()
@@ -245,16 +268,26 @@ func (rr *recorder) Header() http.Header         { return rr.header }
 func (rr *recorder) WriteHeader(code int)        { rr.code = code }
 func (rr *recorder) Write(p []byte) (int, error) { return rr.body.Write(p) }
 
-// Close releases every lease the server holds (token-checked, best
-// effort), then ends the streams, each lease's with its "released" event,
-// and stops the background work. Acquires that complete meanwhile are
-// released at once. The Locker stays open: it is the caller's.
+// Close lets go of every lease the server keeps, then ends the streams
+// and stops the background work; acquires that complete meanwhile are
+// released at once. A single server releases its leases (token-checked,
+// best effort), and each stream gets its "released" event. A replica
+// (Config.LeaseKeys) detaches them instead, for the replica each client
+// turns to next, and each stream gets a "handoff" event. The Locker stays
+// open: it is the caller's.
 func (s *Server) Close() error {
 	var err error
 	s.closing.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		err = dlock.ReleaseAll(ctx, s.leases.drain())
+		leases := s.leases.drain()
+		if s.replicated {
+			for _, ls := range leases {
+				_, _ = ls.Detach()
+			}
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err = dlock.ReleaseAll(ctx, leases)
+			cancel()
+		}
 		if errors.Is(err, dlock.ErrLost) || errors.Is(err, dlock.ErrReleased) {
 			err = nil
 		}
@@ -264,8 +297,8 @@ func (s *Server) Close() error {
 	return err
 }
 
-// reap releases the leases whose client has gone: no open events stream
-// and no renew within the lease's TTL.
+// reap lets go of the leases whose client has gone from this server: no
+// open events stream and no renew within the lease's TTL (letGo).
 func (s *Server) reap() {
 	defer s.bg.Done()
 	t := time.NewTicker(50 * time.Millisecond)
@@ -276,11 +309,9 @@ func (s *Server) reap() {
 			return
 		case now := <-t.C:
 			for _, e := range s.leases.abandoned(now) {
-				s.log.Info("dlock serve: client gone, releasing", "name", e.lease.Name(), "fence", e.lease.Fence())
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = e.lease.Release(ctx)
-				cancel()
-				s.leases.remove(e.id)
+				s.log.Info("dlock serve: client gone, letting go", "name", e.lease.Name(), "fence", e.lease.Fence(), "replica", s.replicated)
+				_ = s.letGo(e.lease)
+				s.leases.remove(e)
 			}
 		}
 	}

@@ -46,6 +46,7 @@ type serveOptions struct {
 	trustedProxies []string
 	maxConns       int
 	signInLink     string
+	leaseKeyFile   string
 }
 
 const serveLong = `Serve fenced leases over HTTP/JSON to programs in any language, with a live
@@ -65,7 +66,14 @@ another for a token holder: POST /v1/signin-links.
 
 The server holds each lease for its client while the client shows it is alive (an
 open events stream, or a renew within the TTL); a client that vanishes loses its
-lease within its TTL. SIGINT or SIGTERM releases every lease and stops.`
+lease within its TTL. SIGINT or SIGTERM releases every lease and stops.
+
+Replicas: start several servers on one backend with the same --lease-key-file (each
+line a secret of at least 32 characters, e.g. openssl rand -hex 32; the first seals new
+lease ids, every line opens them, so a key can be rotated). Any replica then renews,
+follows and releases any lease, and a replica that stops or dies costs no lease whose
+client turns to another within the TTL: on SIGINT or SIGTERM a replica hands its leases
+on (event "handoff") instead of releasing them.`
 
 func newServeCmd(g *globalOptions, std *IO) *cobra.Command {
 	o := &serveOptions{}
@@ -75,7 +83,8 @@ func newServeCmd(g *globalOptions, std *IO) *cobra.Command {
 		Long:  serveLong,
 		Example: `  DLOCK_SERVE_TOKEN=$(openssl rand -hex 32) dlock serve --url redis://10.0.0.5:6379
   dlock serve --listen :7443 --tls-cert srv.pem --tls-key srv.key --client-ca ca.pem --admin-token-file admin.txt
-  dlock serve --insecure-no-auth     # loopback only: a local tryout`,
+  dlock serve --insecure-no-auth     # loopback only: a local tryout
+  dlock serve --url redis://10.0.0.5:6379 --token-file tokens.txt --lease-key-file lease-keys.txt   # one of several replicas`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.url = g.URL
@@ -94,6 +103,8 @@ func newServeCmd(g *globalOptions, std *IO) *cobra.Command {
 		"address or CIDR of a proxy in front of the server, whose X-Forwarded-For names the client (repeatable)")
 	f.IntVar(&o.maxConns, "max-conns-per-client", serve.DefaultMaxConnsPerClient,
 		"connections one client address may hold at once (behind a trusted proxy: requests in flight)")
+	f.StringVar(&o.leaseKeyFile, "lease-key-file", "",
+		"run as one of several replicas on one backend: file of shared lease keys, one per line, the first sealing new lease ids")
 	f.StringVar(&o.signInLink, "signin-link", signInAuto,
 		"print a one-time dashboard sign-in link at start: auto (when stderr is a terminal), always (into logs too), never")
 	return cmd
@@ -202,6 +213,7 @@ type serveAuth struct {
 	tokens, admins []string
 	tls            *tls.Config // nil: plain HTTP
 	proxies        []netip.Prefix
+	leaseKeys      [][]byte // --lease-key-file: one of several replicas
 }
 
 // clientCerts reports whether clients may authenticate with a certificate.
@@ -232,6 +244,9 @@ func (o *serveOptions) readAuth() (a serveAuth, err error) {
 		return a, err
 	}
 	if a.proxies, err = o.proxies(); err != nil {
+		return a, err
+	}
+	if a.leaseKeys, err = readLeaseKeys(o.leaseKeyFile); err != nil {
 		return a, err
 	}
 	if len(a.tokens)+len(a.admins) == 0 && !o.insecureNoAuth && !a.clientCerts() {
@@ -284,7 +299,7 @@ func newServer(l *dlock.Locker, o *serveOptions, auth serveAuth, log *slog.Logge
 		LoopbackOnly:   o.loopbackOnly(),
 		TrustedProxies: auth.proxies, MaxConnsPerClient: o.maxConns,
 		Metrics:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Dashboard: dashboard.Handler(), Logger: log,
+		Dashboard: dashboard.Handler(), Logger: log, LeaseKeys: auth.leaseKeys,
 	})
 	if err != nil {
 		return nil, usageErr("%v", err)
@@ -319,3 +334,35 @@ func serveUntilStopped(ctx context.Context, hs *http.Server, srv *serve.Server, 
 	fmt.Fprintln(std.Err, "dlock serve: stopped; leases released")
 	return cerr
 }
+
+// readLeaseKeys reads --lease-key-file: one key per line, blank lines and
+// # comments skipped; "" is none. Errors name the file and the line,
+// never a key.
+func readLeaseKeys(file string) ([][]byte, error) {
+	if file == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usageErr("--lease-key-file: %v", err)
+	}
+	var keys [][]byte
+	for i, line := range strings.Split(string(data), "\n") {
+		k := strings.TrimSpace(line)
+		if k == "" || strings.HasPrefix(k, "#") {
+			continue
+		}
+		if len(k) < minLeaseKey {
+			return nil, usageErr("--lease-key-file %s: line %d holds a key of %d characters, want at least %d (e.g. openssl rand -hex 32)",
+				file, i+1, len(k), minLeaseKey)
+		}
+		keys = append(keys, []byte(k))
+	}
+	if len(keys) == 0 {
+		return nil, usageErr("--lease-key-file %s holds no key", file)
+	}
+	return keys, nil
+}
+
+// minLeaseKey is the shortest lease key (serve.Config.LeaseKeys).
+const minLeaseKey = 32

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,5 +191,41 @@ func TestServeRefusesBadLimits(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("dlock %s: exit %d %q, want 2 naming %s", strings.Join(c.args, " "), r.code, r.stderr, c.want)
 		}
+	}
+}
+
+// TestServeRefusesBadLeaseKeys: a lease key file that is missing, empty
+// or holds a short key is a usage error naming the file and the line,
+// never the key; a backend that cannot adopt a lease refuses replicas.
+func TestServeRefusesBadLeaseKeys(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	short := write("short.txt", "# rotated in on Monday\n"+strings.Repeat("k", 64)+"\nsecret-but-short\n")
+	empty := write("empty.txt", "# nothing yet\n\n")
+	env := []string{"DLOCK_URL=" + fileURL(t), "DLOCK_SERVE_TOKEN=lease-keys-test-token-0123456789"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--lease-key-file", short}, short + ": line 3 holds a key of 16 characters"},
+		{[]string{"serve", "--lease-key-file", empty}, empty + " holds no key"},
+		{[]string{"serve", "--lease-key-file", filepath.Join(dir, "absent.txt")}, "absent.txt"},
+	} {
+		r := runBin(t, env, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "secret-but-short") {
+			t.Errorf("dlock %s: exit %d %q, want 2 naming %q and not the key", strings.Join(c.args, " "), r.code, r.stderr, c.want)
+		}
+	}
+	keys := write("keys.txt", strings.Repeat("k", 64)+"\n")
+	pg := []string{"DLOCK_URL=" + testserver.Postgres(t).URL() + "&mode=advisory", "DLOCK_SERVE_TOKEN=lease-keys-test-token-0123456789"}
+	r := runBin(t, pg, "serve", "--listen", "127.0.0.1:0", "--lease-key-file", keys)
+	if r.code != 2 || !strings.Contains(r.stderr, "replicas") || !strings.Contains(r.stderr, "connection") {
+		t.Errorf("dlock serve --lease-key-file on Postgres advisory mode: exit %d %q, want 2 saying why it cannot run as replicas", r.code, r.stderr)
 	}
 }
