@@ -130,9 +130,9 @@ type Server struct {
 	leases     *leaseTable
 	seal       *sealer
 	replicated bool // Config.LeaseKeys: one of several replicas (adopt.go)
-	board   *board
-	shared  shared   // the dashboard's snapshot
-	viewers *counter // dashboard streams per client
+	board      *board
+	shared     shared   // the dashboard's snapshot
+	viewers    *counter // dashboard streams per client
 
 	limMu     sync.Mutex
 	limiters  map[string]*rate.Limiter
