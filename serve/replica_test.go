@@ -232,3 +232,27 @@ func TestReplicasRefuseBackendsThatCannotAdopt(t *testing.T) {
 
 // fmtMem is a fresh in-process backend URL.
 func fmtMem(t *testing.T) string { return backends(t)["mem"]() }
+
+// TestReplicaPushesLossOnItsStream: the loss of a lease reaches the
+// client's events stream on the replica that adopted it, whichever
+// replica the force-release went through.
+func TestReplicaPushesLossOnItsStream(t *testing.T) {
+	eachReplicaBackend(t, func(t *testing.T, backend string) {
+		rs := replicas(t, backend, 2)
+		a, b := rs[0], rs[1]
+		ls := a.acquire("jobs", map[string]any{"ttl_ms": 30000})
+		ch, stop := b.stream("/v1/leases/" + ls.LeaseID + "/events")
+		defer stop()
+		if ev := next(t, ch, 5*time.Second); ev.name != "held" {
+			t.Fatalf("first event: %q, want held", ev.name)
+		}
+		if code, _ := a.call("POST", "/v1/locks/jobs/force-release", adminTok, map[string]any{}, nil); code != 200 {
+			t.Fatalf("force-release through the granting replica: %d", code)
+		}
+		// Well inside the 30 s TTL, so the loss came from the push or a
+		// refresh, not from the lease running out.
+		if ev := next(t, ch, 15*time.Second); ev.name != "lost" {
+			t.Fatalf("the adopting replica's stream after a force-release: %q %s, want lost", ev.name, ev.data)
+		}
+	})
+}
