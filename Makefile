@@ -4,7 +4,7 @@ SHELL := /bin/bash
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-render demo chaos chaos-render slots
+.PHONY: test lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-render demo chaos chaos-render slots failover failover-render
 
 test: lint unit otel examples-gocron
 
@@ -96,3 +96,18 @@ slots:
 		| tee /dev/stderr | grep -E '^(ok|FAIL|--- |    --- )|processes, clocks' > docs/slots-results.tmp
 	@{ echo "# make slots, $$(date -u +%Y-%m-%d) on $$(nproc) cores: once per slot, 5 processes with skewed clocks"; cat docs/slots-results.tmp; } > docs/slots-results.txt
 	@rm -f docs/slots-results.tmp
+
+# make failover: replicas of dlock serve on every backend (3 replicas, then
+# 1 to show what a single server loses), 200 held leases and 1,000
+# acquire/release cycles/s, one replica SIGKILLed, then every replica
+# restarted one by one; writes docs/failover.json and renders its table
+# into docs/serve.md. make test runs a short run (2 replicas, 20 clients)
+# and TestFailoverDocsCurrent, which fails while the table differs from
+# what docs/failover.json renders.
+failover:
+	DLOCK_FAILOVER=1 $(GO) test -count=1 -p 1 -v -run '^TestFailoverFull$$' -timeout 60m ./cmd/dlock/internal/failover
+
+# Render the failover table again from the committed docs/failover.json,
+# measuring nothing.
+failover-render:
+	DLOCK_FAILOVER_RENDER=1 $(GO) test -count=1 -run '^TestFailoverDocsCurrent$$' ./cmd/dlock/internal/failover

@@ -97,11 +97,17 @@ func (a *api) do(ctx context.Context, method, path, token string, body []byte, w
 
 // request builds an API request with the bearer token.
 func (a *api) request(ctx context.Context, method, path, token string, body []byte) (*http.Request, error) {
+	return NewRequest(ctx, method, a.base+path, token, body)
+}
+
+// NewRequest builds a request to the dlock serve API at url with the
+// bearer token, and a JSON body when body is not nil.
+func NewRequest(ctx context.Context, method, url, token string, body []byte) (*http.Request, error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
 	if err != nil {
 		return nil, err
 	}

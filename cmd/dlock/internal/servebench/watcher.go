@@ -60,7 +60,7 @@ func (w *watcher) run(ctx context.Context, s *server, id string, sem chan struct
 		return
 	}
 	defer resp.Body.Close()
-	err = readEvents(resp.Body, func(event, data string) {
+	err = ReadEvents(resp.Body, func(event, data string) {
 		switch event {
 		case "held":
 			open(nil)
@@ -93,11 +93,11 @@ func (w *watcher) ending(event, data string) {
 	w.gotOne.Do(func() { close(w.got) })
 }
 
-// readEvents parses a text/event-stream, calling on with the name and
+// ReadEvents parses a text/event-stream, calling on with the name and
 // data of each event as its closing blank line arrives; comments are
 // skipped. It returns the read error that ended the stream (io.EOF when
 // the server closed it).
-func readEvents(r io.Reader, on func(event, data string)) error {
+func ReadEvents(r io.Reader, on func(event, data string)) error {
 	br := bufio.NewReader(r)
 	var event string
 	var data []string
