@@ -35,8 +35,8 @@ func fullConfig(t *testing.T, backend string, replicas int, keyFile bool) failov
 	}
 }
 
-// TestFailoverFull is make failover: every backend with 3 replicas and
-// with 1, written to docs/failover.json and rendered into docs/serve.md.
+// TestFailoverFull is make failover: every backend with 3 replicas, and
+// with 1 with and without lease keys, written to docs/failover.json and rendered into docs/serve.md.
 // It measures only with DLOCK_FAILOVER=1, and asserts nothing of the
 // figures: a run that cannot be played fails it.
 func TestFailoverFull(t *testing.T) {
@@ -49,10 +49,23 @@ func TestFailoverFull(t *testing.T) {
 	}
 	rep := &failover.Report{Measured: time.Now().UTC().Format(time.DateOnly),
 		Machine: fmt.Sprintf("%d cores (%s/%s)", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)}
+	// Three replicas with shared lease keys; one server with them (its
+	// own restart costs nothing); and one without, as a single server ran
+	// before replicas: every restart loses every lease.
+	shapes := []struct {
+		replicas int
+		keyFile  bool
+	}{{3, keyFile}, {1, false}}
+	if keyFile {
+		shapes = append(shapes[:1], append([]struct {
+			replicas int
+			keyFile  bool
+		}{{1, true}}, shapes[1:]...)...)
+	}
 	for _, backend := range backends {
-		for _, replicas := range []int{3, 1} {
-			t.Run(fmt.Sprintf("%s/%d", backend, replicas), func(t *testing.T) {
-				res := play(t, fullConfig(t, backend, replicas, keyFile))
+		for _, sh := range shapes {
+			t.Run(fmt.Sprintf("%s/%d/keys=%v", backend, sh.replicas, sh.keyFile), func(t *testing.T) {
+				res := play(t, fullConfig(t, backend, sh.replicas, sh.keyFile))
 				rep.Runs = append(rep.Runs, res)
 			})
 		}
