@@ -230,6 +230,158 @@ func TestMariaDB(t *testing.T) {
 	t.Run("Update", testUpdate)
 	t.Run("UpdateMissingRow", testUpdateMissingRow)
 	t.Run("Invalid", testInvalid)
+	t.Run("Contention", testContention)
+	t.Run("RepeatableReadSnapshot", testRepeatableReadSnapshot)
+	t.Run("TriggerRejectsRawUpdate", testTriggerRejectsRawUpdate)
+	t.Run("InsideTransaction", testInsideTransaction)
+	t.Run("QuotedNames", testQuotedNames)
 }
 
-var _ = mysql.MySQLError{}
+// testRepeatableReadSnapshot: a transaction read the row (its snapshot
+// holds fence 33), then a newer grant committed 34; the transaction's
+// Update with 33 must be rejected with current fence 34, not see its own
+// snapshot's 33.
+func testRepeatableReadSnapshot(t *testing.T) {
+	ctx := context.Background()
+	db := open(t)
+	if err := docs.Upsert(ctx, db, "x", 33, mysqlfence.Values{"body": "b33"}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var seen uint64
+	if err := tx.QueryRowContext(ctx, `SELECT fence FROM docs WHERE id = 'x'`).Scan(&seen); err != nil || seen != 33 {
+		t.Fatalf("snapshot read: %d, %v", seen, err)
+	}
+	if err := docs.Upsert(ctx, db, "x", 34, mysqlfence.Values{"body": "b34"}); err != nil {
+		t.Fatal(err)
+	}
+	var se *fence.StaleError
+	for name, err := range map[string]error{
+		"Update": docs.Update(ctx, tx, "x", 33, mysqlfence.Values{"body": "stale"}),
+		"Upsert": docs.Upsert(ctx, tx, "x", 33, mysqlfence.Values{"body": "stale"}),
+	} {
+		if !errors.As(err, &se) || se.Current != 34 {
+			t.Fatalf("%s with 33 in a transaction whose snapshot predates fence 34: %v, want a StaleError naming 34", name, err)
+		}
+	}
+}
+
+func testTriggerRejectsRawUpdate(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	for range 2 { // idempotent
+		if err := mysqlfence.InstallTrigger(ctx, db, "docs", "fence"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := docs.Upsert(ctx, db, "x", 34, mysqlfence.Values{"body": "b34"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.ExecContext(ctx, `UPDATE docs SET body = 'raw', fence = 33`) // no WHERE at all
+	mapped := mysqlfence.MapError(err)
+	var se *fence.StaleError
+	var me *mysql.MySQLError
+	if !errors.As(mapped, &se) || se.Offered != 33 || se.Current != 34 || se.Key != "docs" ||
+		!errors.As(mapped, &me) || string(me.SQLState[:]) != mysqlfence.SQLState {
+		t.Fatalf("raw UPDATE with fence 33 after 34: %v (mapped %v)", err, mapped)
+	}
+	exec(t, db, `ALTER TABLE docs MODIFY fence BIGINT NULL`)
+	if _, err := db.ExecContext(ctx, `UPDATE docs SET fence = NULL`); !errors.Is(mysqlfence.MapError(err), fence.ErrStale) {
+		t.Fatalf("UPDATE setting the fence to NULL: %v, want ErrStale", err)
+	}
+	if err := docs.Update(ctx, db, "x", 33, mysqlfence.Values{"body": "b33"}); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("Update with 33: %v", err)
+	}
+	exec(t, db, `UPDATE docs SET body = 'ok', fence = 34`)
+	if err := mysqlfence.RemoveTrigger(ctx, db, "docs"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE docs SET fence = 1`); err != nil {
+		t.Fatalf("after RemoveTrigger: %v", err)
+	}
+}
+
+// A rejection, by the WHERE clause or by the trigger, leaves the caller's
+// transaction usable: MySQL rolls back only the failing statement.
+func testInsideTransaction(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	if err := mysqlfence.InstallTrigger(ctx, db, "docs", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := docs.Upsert(ctx, db, "x", 34, mysqlfence.Values{"body": "b34"}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := docs.Update(ctx, tx, "x", 33, mysqlfence.Values{"body": "stale"}); !errors.Is(err, fence.ErrStale) {
+		t.Fatalf("Update in tx: %v", err)
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE docs SET body = 'raw', fence = 33 WHERE id = 'x'`)
+	if !errors.Is(mysqlfence.MapError(err), fence.ErrStale) {
+		t.Fatalf("raw UPDATE in tx: %v", err)
+	}
+	if err := docs.Upsert(ctx, tx, "y", 33, mysqlfence.Values{"body": "other"}); err != nil {
+		t.Fatalf("the transaction should still be usable: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := docs.Current(ctx, db, "y"); err != nil || f != 33 {
+		t.Fatalf("Current(y) = %d, %v", f, err)
+	}
+	if body, f, _, err := read(db, "x")(ctx); err != nil || f != 34 || body != "b34" {
+		t.Fatalf("x = %q, %d, %v; want b34 at 34", body, f, err)
+	}
+}
+
+func testQuotedNames(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	var schema string
+	if err := db.QueryRow(`SELECT DATABASE()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("t", 60)
+	for _, name := range []string{"Odd `T` \\' x", schema + ".q\\'", long} {
+		exec(t, db, "CREATE TABLE "+quote(name)+" (`K` INT PRIMARY KEY, `F``` BIGINT UNSIGNED NOT NULL, `v a l` TEXT)")
+		odd := mysqlfence.Table{Name: name, Key: "K", Fence: "F`"}
+		if err := mysqlfence.InstallTrigger(ctx, db, odd.Name, odd.Fence); err != nil {
+			t.Fatal(err)
+		}
+		if err := odd.Upsert(ctx, db, 1, 9, mysqlfence.Values{"v a l": "x"}); err != nil {
+			t.Fatal(err)
+		}
+		err := odd.Upsert(ctx, db, 1, 8, mysqlfence.Values{"v a l": "y"})
+		if !errors.Is(err, fence.ErrStale) || !strings.Contains(err.Error(), "9") {
+			t.Fatalf("%s: Upsert with 8 after 9: %v", name, err)
+		}
+		_, err = db.ExecContext(ctx, "UPDATE "+quote(name)+" SET `F``` = 2")
+		var se *fence.StaleError
+		if !errors.As(mysqlfence.MapError(err), &se) || se.Offered != 2 || se.Current != 9 {
+			t.Fatalf("%s: raw UPDATE: %v", name, err)
+		}
+		if err := mysqlfence.RemoveTrigger(ctx, db, odd.Name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err = db.ExecContext(ctx, "UPDATE "+quote(name)+" SET `F``` = 2"); err != nil {
+			t.Fatalf("%s: after RemoveTrigger: %v", name, err)
+		}
+	}
+}
+
+// quote quotes a possibly schema-qualified name for the test's own SQL.
+func quote(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = "`" + strings.ReplaceAll(p, "`", "``") + "`"
+	}
+	return strings.Join(parts, ".")
+}
