@@ -40,7 +40,9 @@
 //     every UPDATE of a table, even one that forgets the WHERE clause;
 //   - fence/redisfence: a Lua script that writes a value only if its fence
 //     is not lower than the one stored beside it;
-//   - fence/sqlitefence: the same for database/sql on SQLite.
+//   - fence/sqlitefence: the same for database/sql on SQLite;
+//   - fence/mysqlfence: the fenced UPDATE/UPSERT and the trigger for
+//     MySQL and MariaDB (database/sql).
 //
 // A fence only protects writes that carry it. A resource that also takes
 // unfenced writes (another service, a manual UPDATE) is not protected

@@ -19,13 +19,14 @@ type rejectHook struct{ f func(store string) }
 
 // OnReject calls f with the store's name each time a guard refuses a
 // stale write, in every guard of the process: "memory" (Guard), "postgres"
-// (pgfence), "redis" (redisfence) and "sqlite" (sqlitefence). Package
+// (pgfence), "redis" (redisfence), "sqlite" (sqlitefence) and "mysql"
+// (mysqlfence). Package
 // metrics counts rejections with it.
 //
 // A refused write is one the store did not perform because a newer grant
 // had written: its error matches ErrStale. An invalid fence or key, a
 // missing row or a failing store is not a rejection. A trigger's rejection
-// (pgfence, sqlitefence) is seen when it passes through the package's
+// (pgfence, sqlitefence, mysqlfence) is seen when it passes through the package's
 // MapError, as the packages' own writes always do.
 //
 // f runs on the writer's goroutine, possibly while a guard holds its lock

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockdev/dlock/fence/mysqlfence"
+	_ "github.com/go-sql-driver/mysql"
+
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/fence"
 	"github.com/dlockdev/dlock/fence/pgfence"
@@ -65,6 +68,7 @@ func TestFenceRejections(t *testing.T) {
 		{"sqlite", sqliteRejections},
 		{"redis", redisRejections},
 		{"postgres", postgresRejections},
+		{"mysql", mysqlRejections},
 	} {
 		t.Run(c.store, func(t *testing.T) {
 			old, cur := grants(t)
@@ -73,7 +77,7 @@ func TestFenceRejections(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := c.run(t, old, cur)
-			for _, s := range []string{"memory", "postgres", "redis", "sqlite"} {
+			for _, s := range []string{"memory", "mysql", "postgres", "redis", "sqlite"} {
 				w := 0.0
 				if s == c.store {
 					w = float64(n)
@@ -173,4 +177,33 @@ func postgresRejections(t *testing.T, old, cur uint64) int {
 	_, err = p.Exec(ctx, `UPDATE docs SET body = 'raw', fence = $1 WHERE id = 'x'`, int64(old))
 	stale(t, "raw UPDATE with the stale fence", pgfence.MapError(pgfence.MapError(err)))
 	return 2
+}
+
+func mysqlRejections(t *testing.T, old, cur uint64) int {
+	ctx := context.Background()
+	srv := testserver.MariaDB(t)
+	db, err := sql.Open("mysql", srv.DSN(srv.NewDatabase(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE docs (id VARCHAR(64) PRIMARY KEY, fence BIGINT NOT NULL, body TEXT) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	docs := mysqlfence.Table{Name: "docs", Key: "id"}
+	if err := docs.Upsert(ctx, db, "x", cur, mysqlfence.Values{"body": "new"}); err != nil {
+		t.Fatal(err)
+	}
+	stale(t, "Update with the stale fence", docs.Update(ctx, db, "x", old, mysqlfence.Values{"body": "old"}))
+	stale(t, "Upsert with the stale fence", docs.Upsert(ctx, db, "x", old, mysqlfence.Values{"body": "old"}))
+	if err := docs.Update(ctx, db, "x", 0, nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("fence 0: %v", err)
+	}
+	// The trigger refuses an unfenced UPDATE; MapError, applied twice, counts it once.
+	if err := mysqlfence.InstallTrigger(ctx, db, "docs", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.ExecContext(ctx, "UPDATE docs SET body = 'raw', fence = ? WHERE id = 'x'", int64(old))
+	stale(t, "raw UPDATE with the stale fence", mysqlfence.MapError(mysqlfence.MapError(err)))
+	return 3
 }

@@ -77,7 +77,7 @@ func checkRegisterer(fn string, reg prometheus.Registerer) error {
 
 // fenceStores are the stores of this module's guards; their series exist
 // from the start, so that increase() sees the first rejection.
-var fenceStores = []string{"memory", "postgres", "redis", "sqlite"}
+var fenceStores = []string{"memory", "mysql", "postgres", "redis", "sqlite"}
 
 // countRejections counts rejections in fc for as long as the process
 // runs: the counter lives as long as the registry it was registered on.
