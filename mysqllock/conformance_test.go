@@ -1,6 +1,7 @@
 package mysqllock_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/dlockdev/dlock"
@@ -48,4 +49,42 @@ func stoppable(t testing.TB, cfg mysqllock.Config) (*dlock.Locker, func()) {
 	srv := testserver.NewMariaDB(t)
 	d := onServer(t, srv)
 	return d.locker(t, cfg), srv.Kill
+}
+
+func TestConformanceGetLock(t *testing.T) {
+	d := newDB(t)
+	cfg := mysqllock.Config{Mode: mysqllock.GetLock}
+	dlocktest.Run(t, dlocktest.Harness{
+		New:          func(t testing.TB) *dlock.Locker { return d.locker(t, cfg) },
+		URL:          d.url + "?mode=get_lock",
+		Expire:       func(t testing.TB, name string) { d.killHolder(t, name) },
+		SessionBound: true,
+		TTL:          suiteTTL,
+		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
+			return stoppable(t, cfg)
+		},
+		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.Lister, dlocktest.ForceReleaser,
+			dlocktest.SessionWatcher, dlocktest.Migrator, dlocktest.MigrationReporter, dlocktest.Describer,
+			dlocktest.SettingsReporter},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Notifier:        "waiters wait in the server, in GET_LOCK (Queuer)",
+			dlocktest.BatchRefresher:  "a session lock needs no refresh: each lease's check is its connection's health",
+			dlocktest.BatchReleaser:   "each lock is released on its own pinned connection",
+			dlocktest.EvictionWatcher: "a force-release kills the holder's connection, which the session monitor sees",
+			dlocktest.LogSetter:       "the driver logs nothing",
+			dlocktest.Diagnoser:       "no deployment checks yet",
+			dlocktest.Ledger:          "no run ledger yet: RunOnce needs a backend with one",
+			dlocktest.Adopter:         "a GET_LOCK lock is held by the connection that took it: no other connection can take it over",
+		},
+	})
+}
+
+// killHolder kills the connection holding name's GET_LOCK.
+func (d *db) killHolder(t testing.TB, name string) {
+	t.Helper()
+	var id int64
+	if err := d.sql.QueryRowContext(ctx(t), "SELECT IS_USED_LOCK(?)", mysqllock.Key(name)).Scan(&id); err != nil {
+		t.Fatalf("holder of %q: %v", name, err)
+	}
+	d.exec(t, fmt.Sprintf("KILL CONNECTION %d", id))
 }

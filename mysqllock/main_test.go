@@ -35,8 +35,8 @@ func onServer(t testing.TB, srv *testserver.MariaDBServer) *db {
 	t.Helper()
 	name := srv.NewDatabase(t)
 	d := &db{srv: srv, name: name, url: srv.URL(name), sql: openSQL(t, srv.DSN(name))}
-	d.sql.SetMaxOpenConns(60)
-	d.sql.SetMaxIdleConns(60)
+	d.sql.SetMaxOpenConns(200)
+	d.sql.SetMaxIdleConns(100)
 	migrate(t, d.sql, mysqllock.Config{})
 	return d
 }
