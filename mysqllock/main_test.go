@@ -2,6 +2,7 @@ package mysqllock_test
 
 import (
 	"context"
+	"os"
 	"database/sql"
 	"testing"
 	"time"
@@ -13,7 +14,12 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 )
 
-func TestMain(m *testing.M) { dlocktest.Main(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(envWaiter); spec != "" {
+		os.Exit(waiterMain(spec))
+	}
+	dlocktest.Main(m)
+}
 
 // db is one fresh database on the shared test server, with an admin pool
 // for reaching under the driver, and the schema created.
