@@ -32,7 +32,11 @@
 // GET_LOCK on a connection taken from the pool and pinned for the life of
 // the lease; Release calls RELEASE_LOCK and returns the connection.
 // Waiters block in the server, in GET_LOCK bounded by the caller's
-// deadline. See getlock.go for how a dropped connection is seen.
+// deadline, so a waiter that gave up (even a stopped process) never gets
+// the lock after. While a Locker holds locks, one goroutine asks every
+// 100 ms, in one statement, whether each held key is still taken by its
+// connection (IS_USED_LOCK), and ends at once the leases whose
+// connection lost it. It cannot adopt: the lock is the connection's.
 //
 // # URLs
 //

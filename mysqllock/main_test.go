@@ -2,8 +2,8 @@ package mysqllock_test
 
 import (
 	"context"
-	"os"
 	"database/sql"
+	"os"
 	"testing"
 	"time"
 
