@@ -12,6 +12,7 @@ import (
 	_ "github.com/dlockdev/dlock/etcdlock"  // etcd://
 	_ "github.com/dlockdev/dlock/filelock"  // file:// (the embedded default)
 	_ "github.com/dlockdev/dlock/memlock"   // mem://
+	_ "github.com/dlockdev/dlock/mysqllock" // mysql://, mariadb://
 	_ "github.com/dlockdev/dlock/pglock"    // postgres://, postgresql://
 	_ "github.com/dlockdev/dlock/redislock" // redis://, rediss://
 	_ "github.com/dlockdev/dlock/redlock"   // redlock://

@@ -1,0 +1,90 @@
+package mysqllock_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/dlocktest"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
+	"github.com/dlockdev/dlock/mysqllock"
+)
+
+func TestConformanceLease(t *testing.T) {
+	d := newDB(t)
+	dlocktest.Run(t, dlocktest.Harness{
+		New: func(t testing.TB) *dlock.Locker { return d.locker(t, mysqllock.Config{}) },
+		URL: d.url,
+		TTL: suiteTTL,
+		Expire: func(t testing.TB, name string) {
+			d.exec(t, `UPDATE dlock_leases SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND
+				WHERE name = ? AND token IS NOT NULL`, name)
+		},
+		Steal: func(t testing.TB, name string) {
+			d.exec(t, `UPDATE dlock_leases_fences SET v = v + 1 WHERE id = 1`)
+			d.exec(t, `UPDATE dlock_leases l JOIN dlock_leases_fences f ON f.id = 1 SET l.token = 'thief', l.owner = 'thief',
+				l.fence = f.v, l.expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE l.name = ?`, name)
+		},
+		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
+			return stoppable(t, mysqllock.Config{})
+		},
+		Provides: []dlocktest.Capability{dlocktest.BatchRefresher, dlocktest.BatchReleaser,
+			dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.Migrator,
+			dlocktest.MigrationReporter, dlocktest.SettingsReporter, dlocktest.Adopter},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Notifier:        "MySQL has no LISTEN/NOTIFY: waiters poll with the portable backoff, bounded by the holder's TTL",
+			dlocktest.Queuer:          "MySQL has no LISTEN/NOTIFY: waiters poll with the portable backoff, bounded by the holder's TTL",
+			dlocktest.EvictionWatcher: "MySQL has no channel to push a force-release on: the evicted holder learns at its next refresh",
+			dlocktest.SessionWatcher:  "a lease is a row with a TTL, not a session",
+			dlocktest.Describer:       "the portable TTL limits apply as they are",
+			dlocktest.LogSetter:       "the driver logs nothing",
+			dlocktest.Diagnoser:       "no deployment checks yet",
+			dlocktest.Ledger:          "no run ledger yet: RunOnce needs a backend with one",
+		},
+	})
+}
+
+// stoppable opens a Locker on a server of its own, which the suite stops.
+func stoppable(t testing.TB, cfg mysqllock.Config) (*dlock.Locker, func()) {
+	srv := testserver.NewMariaDB(t)
+	d := onServer(t, srv)
+	return d.locker(t, cfg), srv.Kill
+}
+
+func TestConformanceGetLock(t *testing.T) {
+	d := newDB(t)
+	cfg := mysqllock.Config{Mode: mysqllock.GetLock}
+	dlocktest.Run(t, dlocktest.Harness{
+		New:          func(t testing.TB) *dlock.Locker { return d.locker(t, cfg) },
+		URL:          d.url + "?mode=get_lock",
+		Expire:       func(t testing.TB, name string) { d.killHolder(t, name) },
+		SessionBound: true,
+		TTL:          suiteTTL,
+		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
+			return stoppable(t, cfg)
+		},
+		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.Lister, dlocktest.ForceReleaser,
+			dlocktest.SessionWatcher, dlocktest.Migrator, dlocktest.MigrationReporter, dlocktest.Describer,
+			dlocktest.SettingsReporter},
+		Lacks: map[dlocktest.Capability]string{
+			dlocktest.Notifier:        "waiters wait in the server, in GET_LOCK (Queuer)",
+			dlocktest.BatchRefresher:  "a session lock needs no refresh: each lease's check is its connection's health",
+			dlocktest.BatchReleaser:   "each lock is released on its own pinned connection",
+			dlocktest.EvictionWatcher: "a force-release kills the holder's connection, which the session monitor sees",
+			dlocktest.LogSetter:       "the driver logs nothing",
+			dlocktest.Diagnoser:       "no deployment checks yet",
+			dlocktest.Ledger:          "no run ledger yet: RunOnce needs a backend with one",
+			dlocktest.Adopter:         "a GET_LOCK lock is held by the connection that took it: no other connection can take it over",
+		},
+	})
+}
+
+// killHolder kills the connection holding name's GET_LOCK.
+func (d *db) killHolder(t testing.TB, name string) {
+	t.Helper()
+	var id int64
+	if err := d.sql.QueryRowContext(ctx(t), "SELECT IS_USED_LOCK(?)", mysqllock.Key(name)).Scan(&id); err != nil {
+		t.Fatalf("holder of %q: %v", name, err)
+	}
+	d.exec(t, fmt.Sprintf("KILL CONNECTION %d", id))
+}

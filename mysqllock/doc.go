@@ -1,0 +1,67 @@
+// Package mysqllock is the MySQL and MariaDB driver for dlock, in two
+// modes: a lease table (the default) and GET_LOCK named locks.
+//
+//	db, _ := sql.Open("mysql", "app:secret@tcp(db:3306)/app")
+//	locker, err := mysqllock.New(db)                                  // lease mode
+//	locker, err := mysqllock.Config{Mode: mysqllock.GetLock}.Locker(db) // get_lock mode
+//	err = locker.Migrate(ctx)                                         // once: creates the tables
+//
+// or, from a URL, dlock.Open(ctx, "mysql://app:secret@db:3306/app") with
+// this package imported. The caller's *sql.DB is never closed by the
+// Locker. Both modes share one schema, created by Migrate (or `dlock
+// migrate --url …`), idempotently; without it every call fails at once
+// with a *SchemaError naming the fix (a permanent error).
+//
+// # Lease mode
+//
+// One InnoDB row per name (name, token, owner, fence, expires_at). A
+// grant is one short transaction: SELECT … FOR UPDATE of the name's row,
+// and when it is free, expired by the database clock (UTC_TIMESTAMP(6))
+// or already the token's (a retried attempt), a fence drawn from the
+// fence counter and the row updated; a loser learns the holder from the
+// same locked read. Refresh and release are one token-checked UPDATE
+// each. Nothing is granted until the caller's COMMIT, so an attempt
+// stalled in the server after its caller gave up grants nothing: its
+// connection is closed, and the server rolls it back. Released rows stay
+// free for ten minutes and are then deleted (fences do not depend on
+// them). Waiters poll with the portable layer's backoff, bounded by the
+// holder's remaining TTL: MySQL has no LISTEN/NOTIFY.
+//
+// # Get_lock mode
+//
+// GET_LOCK on a connection taken from the pool and pinned for the life of
+// the lease; Release calls RELEASE_LOCK and returns the connection.
+// Waiters block in the server, in GET_LOCK bounded by the caller's
+// deadline, so a waiter that gave up (even a stopped process) never gets
+// the lock after. While a Locker holds locks, one goroutine asks every
+// 100 ms, in one statement, whether each held key is still taken by its
+// connection (IS_USED_LOCK), and ends at once the leases whose
+// connection lost it. It cannot adopt: the lock is the connection's.
+//
+// # URLs
+//
+//	mysql://user:password@host:port/database?mode=lease|get_lock&table=dlock_leases
+//
+// mariadb:// is the same. The database is required; the port defaults to
+// 3306. mode and table are this package's keys; every other query key is
+// a go-sql-driver/mysql DSN parameter (tls, timeout, charset, …), and one
+// it does not know is sent to the server as a session variable, which
+// refuses a name it does not know. A repeated key, a ';' in a pair or a
+// bad value is an error naming it; a password never appears in an error.
+//
+// # Fencing tokens
+//
+// One counter row ({table}_fences), bumped with UPDATE … SET v =
+// LAST_INSERT_ID(v + 1) in the granting transaction: strictly increasing
+// per name and across names, durable with the grant, and the same on
+// MariaDB and MySQL 8 (which has no SEQUENCE). ForceRelease draws a fence
+// too and writes it on the freed row.
+//
+// # Guarantees
+//
+// Lease mode is a correctness lock with fencing while the server keeps
+// its commits: with innodb_flush_log_at_trx_commit other than 1 a crash
+// can lose the last grants and hand their fences out again. An
+// asynchronous replica promoted after a failover can re-grant a lease.
+// The TTL is by the database clock, never the client's.
+package mysqllock

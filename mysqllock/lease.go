@@ -1,0 +1,202 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// sweepAge is how long a released name's row is kept, free, before the
+// sweep deletes it; sweepEvery is how often a driver sweeps, on a Release.
+const (
+	sweepAge   = 10 * time.Minute
+	sweepEvery = time.Minute
+)
+
+// leases is the lease-mode driver: one row per name in the lease table.
+//
+// A grant is one short transaction: SELECT … FOR UPDATE of the name's
+// row, and only when it is free, expired or already the token's, a fence
+// drawn from the counter and the row updated; COMMIT. The alternative, a
+// single INSERT … ON DUPLICATE KEY UPDATE whose every assignment repeats
+// the grant condition, was rejected for three reasons: MySQL applies the
+// assignments left to right (a later one sees the earlier ones' new
+// values, so the condition changes under it), the fence must come from
+// the counter in the same step (MySQL 8 has no SEQUENCE to call there),
+// and it commits on its own, whenever the server runs it: an attempt
+// stalled behind a row lock after its caller gave up would still grant
+// the lock to nobody. In a transaction, nothing is granted until the
+// caller's COMMIT, which a caller that gave up never sends; its
+// connection is closed and the server rolls the attempt back. A loser
+// learns the holder from the same locked read. The cost is round trips:
+// five for a grant (BEGIN, SELECT, UPDATE counter, UPDATE row, COMMIT),
+// three for a loss.
+type leases struct {
+	base
+	lockRow, ensureRow, draw, grant string
+	refresh, token, release, sweep  string
+	list, inspect, evict, adoptRead string
+
+	sweepMu   sync.Mutex
+	lastSweep time.Time
+}
+
+func newLeases(b base) *leases {
+	d := &leases{base: b, lastSweep: time.Now()}
+	d.lockRow, d.ensureRow, d.draw, d.grant = d.sql(leaseLockRow), d.sql(leaseEnsureRow), d.sql(drawFence), d.sql(leaseGrant)
+	d.refresh, d.token, d.release, d.sweep = d.sql(leaseRefresh), d.sql(leaseToken), d.sql(leaseRelease), d.sql(leaseSweep)
+	d.list, d.inspect, d.evict, d.adoptRead = d.sql(leaseList), d.sql(leaseInspect), d.sql(leaseEvict), d.sql(leaseAdoptRead)
+	return d
+}
+
+var (
+	_ driver.Driver            = (*leases)(nil)
+	_ driver.Migrator          = (*leases)(nil)
+	_ driver.MigrationReporter = (*leases)(nil)
+)
+
+// row is a lease row as leaseLockRow reads it.
+type row struct {
+	token  sql.NullString
+	owner  string
+	fence  uint64
+	micros int64
+}
+
+func (r row) live() bool { return r.token.Valid && r.micros > 0 }
+
+func (r row) holder(name string) driver.Holder {
+	return driver.Holder{Name: name, Owner: r.owner, Fence: r.fence, TTL: time.Duration(r.micros) * time.Microsecond}
+}
+
+// TryAcquire makes one attempt (see leases). A name without a row gets a
+// free one first, committed on its own, and the attempt is made on it.
+func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, missing, err := d.attempt(ctx, req)
+	if err != nil || !missing {
+		return g, err
+	}
+	if _, err := d.db.ExecContext(ctx, d.ensureRow, req.Name); err != nil {
+		return driver.Grant{}, d.classify(err)
+	}
+	g, _, err = d.attempt(ctx, req)
+	return g, err
+}
+
+// attempt is the grant transaction; missing is true when name has no row.
+func (d *leases) attempt(ctx context.Context, req driver.Request) (g driver.Grant, missing bool, err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return driver.Grant{}, false, d.classify(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var r row
+	err = tx.QueryRowContext(ctx, d.lockRow, req.Name).Scan(&r.token, &r.owner, &r.fence, &r.micros)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return driver.Grant{}, true, nil
+	case err != nil:
+		return driver.Grant{}, false, d.classify(err)
+	case r.live() && r.token.String != req.Token:
+		return driver.Grant{Holder: r.holder(req.Name)}, false, nil
+	}
+	fence := r.fence // a retried attempt whose reply was lost keeps its grant's fence
+	if !r.token.Valid || r.token.String != req.Token {
+		if fence, err = d.drawFence(ctx, tx); err != nil {
+			return driver.Grant{}, false, d.classify(err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, d.grant, req.Token, req.Owner, fence, req.TTL.Microseconds(), req.Name); err != nil {
+		return driver.Grant{}, false, d.classify(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return driver.Grant{}, false, d.classify(err)
+	}
+	return driver.Grant{Acquired: true, Fence: fence}, false, nil
+}
+
+// drawFence bumps the fence counter inside tx and returns its new value.
+func (d *base) drawFence(ctx context.Context, tx interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}) (uint64, error) {
+	res, err := tx.ExecContext(ctx, d.sql(drawFence))
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err == nil && n != 1 {
+		return 0, &SchemaError{Mode: d.mode, URL: d.url, Err: errors.New("mysqllock: the fence counter has no row")}
+	}
+	v, err := res.LastInsertId()
+	return uint64(v), err
+}
+
+// Refresh extends token's lease to ttl from now by the database clock. It
+// never revives an expired lease.
+func (d *leases) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
+	return d.tokenChecked(ctx, name, token, d.refresh, ttl.Microseconds(), name, token)
+}
+
+// Release frees token's row. Releasing a lease that expired but was not
+// taken over succeeds. An attempt of token still in flight (its caller
+// gave up) cannot grant after this: it commits only when its caller says
+// so.
+func (d *leases) Release(ctx context.Context, name, token string) error {
+	if err := d.tokenChecked(ctx, name, token, d.release, name, token); err != nil {
+		return err
+	}
+	d.maybeSweep(ctx)
+	return nil
+}
+
+// tokenChecked runs a token-checked statement that changes one row; when
+// it changed none, a read of the row's token says why.
+func (d *leases) tokenChecked(ctx context.Context, name, token, stmt string, args ...any) error {
+	res, err := d.db.ExecContext(ctx, stmt, args...)
+	if err != nil {
+		return d.classify(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	return d.whyNot(ctx, name, token)
+}
+
+// whyNot says why token does not hold name.
+func (d *leases) whyNot(ctx context.Context, name, token string) error {
+	var current sql.NullString
+	err := d.db.QueryRowContext(ctx, d.token, name).Scan(&current)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return d.classify(err)
+	}
+	return notHeld(token, current)
+}
+
+// notHeld says why token does not hold a row whose token is current.
+func notHeld(token string, current sql.NullString) error {
+	if !current.Valid || current.String == token {
+		return driver.ErrExpired
+	}
+	return driver.ErrTakenOver
+}
+
+// maybeSweep deletes old free rows, at most once per sweepEvery per
+// driver; a failure is left for the next sweep.
+func (d *leases) maybeSweep(ctx context.Context) {
+	d.sweepMu.Lock()
+	due := time.Since(d.lastSweep) >= sweepEvery
+	if due {
+		d.lastSweep = time.Now()
+	}
+	d.sweepMu.Unlock()
+	if due {
+		_, _ = d.db.ExecContext(ctx, d.sweep, sweepAge.Microseconds())
+	}
+}
+
+// Close closes the pool when it was opened from a URL.
+func (d *leases) Close() error { return d.close() }

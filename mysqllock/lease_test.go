@@ -1,0 +1,52 @@
+package mysqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/mysqllock"
+)
+
+// TestAbandonedAttemptGrantsNothing: an attempt stalled in the server
+// behind a row lock when its caller gives up must not grant the lock
+// when the row lock is released later, even if nobody releases its
+// token: the grant commits only when its caller says so.
+func TestAbandonedAttemptGrantsNothing(t *testing.T) {
+	d := newDB(t)
+	drv := d.locker(t, mysqllock.Config{}).Driver()
+	d.exec(t, `INSERT INTO dlock_leases (name, token, fence, expires_at) VALUES ('stalled', NULL, 0, UTC_TIMESTAMP(6))`)
+	tx, err := d.sql.BeginTx(ctx(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var n int
+	if err := tx.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM dlock_leases WHERE name = 'stalled' FOR UPDATE`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	attempt, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	req := driver.Request{Name: "stalled", Token: "0123456789abcdef0123456789abcdef", Owner: "gave-up", TTL: time.Minute}
+	g, err := drv.TryAcquire(attempt, req)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("attempt behind a row lock: %+v, %v; want the context's deadline", g, err)
+	}
+	if err := tx.Commit(); err != nil { // the row lock goes: the stalled statement runs now
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		var token sql.NullString
+		if err := d.sql.QueryRowContext(ctx(t), `SELECT token FROM dlock_leases WHERE name = 'stalled'`).Scan(&token); err != nil {
+			t.Fatal(err)
+		}
+		if token.Valid {
+			t.Fatalf("the abandoned attempt was granted the lock (token %s)", token.String)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

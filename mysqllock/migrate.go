@@ -1,0 +1,99 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// schemaDDL creates the fence counter and the lease table (both modes)
+// and get_lock mode's holders table. The counter is one row, bumped by
+// every grant with UPDATE … LAST_INSERT_ID(v + 1): it works alike on
+// MariaDB and MySQL 8 (which has no SEQUENCE), it is transactional and
+// durable with the grant that draws it, and it never goes backwards
+// across a restart (an AUTO_INCREMENT counter could, on MySQL 5.7).
+// Names are VARBINARY: compared byte for byte, as dlock names are.
+var schemaDDL = []string{
+	`CREATE TABLE IF NOT EXISTS {{fences}} (
+	id TINYINT UNSIGNED NOT NULL PRIMARY KEY,
+	v  BIGINT UNSIGNED NOT NULL
+) ENGINE=InnoDB`,
+	`INSERT INTO {{fences}} (id, v) VALUES (1, 0) ON DUPLICATE KEY UPDATE v = v`,
+	`CREATE TABLE IF NOT EXISTS {{table}} (
+	name       VARBINARY(512) NOT NULL PRIMARY KEY,
+	token      VARBINARY(64) NULL,
+	owner      VARBINARY(1024) NOT NULL DEFAULT '',
+	fence      BIGINT UNSIGNED NOT NULL DEFAULT 0,
+	expires_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS {{holders}} (
+	conn_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+	name    VARBINARY(512) NOT NULL,
+	token   VARBINARY(64) NOT NULL,
+	owner   VARBINARY(1024) NOT NULL DEFAULT '',
+	fence   BIGINT UNSIGNED NOT NULL,
+	KEY (name)
+) ENGINE=InnoDB`,
+}
+
+// schemaTables are the tables schemaDDL creates, by suffix, in its order.
+var schemaTables = []string{fencesSuffix, "", holdersSuffix}
+
+// migrateLock is the GET_LOCK name that serialises concurrent migrations.
+const migrateLock = "dlock migrate"
+
+// Migrate creates the fence counter and the lease and holders tables
+// (both modes share one schema); it is idempotent.
+func (b *base) Migrate(ctx context.Context) error {
+	_, err := b.MigrateReport(ctx)
+	return err
+}
+
+// MigrateReport (driver.MigrationReporter) is Migrate, returning the
+// tables it created; none when the schema was up to date.
+func (b *base) MigrateReport(ctx context.Context) ([]string, error) {
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return nil, b.classifyAdmin(err)
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", migrateLock).Scan(&got); err != nil {
+		return nil, b.classifyAdmin(err)
+	}
+	if got.Int64 != 1 {
+		return nil, fmt.Errorf("mysqllock: another migration held %q for 60 s", migrateLock)
+	}
+	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", migrateLock) }()
+	created, err := b.runDDL(ctx, conn)
+	return created, b.classifyAdmin(err)
+}
+
+func (b *base) runDDL(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	before := make([]bool, len(schemaTables))
+	for i, s := range schemaTables {
+		var err error
+		if before[i], err = tableExists(ctx, conn, b.table+s); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range schemaDDL {
+		if _, err := conn.ExecContext(ctx, b.sql(s)); err != nil {
+			return nil, err
+		}
+	}
+	var created []string
+	for i, s := range schemaTables {
+		if !before[i] {
+			created = append(created, "table "+b.table+s)
+		}
+	}
+	return created, nil
+}
+
+func tableExists(ctx context.Context, conn *sql.Conn, name string) (bool, error) {
+	var n int
+	err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = ?`, name).Scan(&n)
+	return n > 0, err
+}
