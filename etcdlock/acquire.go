@@ -48,6 +48,7 @@ func (d *etcdDriver) TryAcquire(ctx context.Context, req driver.Request) (driver
 		case err != nil:
 			return driver.Grant{}, d.fail(ctx, err) // the key stays registered: a retry recognises it
 		case resp.Succeeded:
+			d.pool.markHeld(a.key)
 			return granted(resp.Header.Revision, a.s.secs, a.since), nil
 		}
 		d.step("put")
@@ -121,11 +122,12 @@ func (d *etcdDriver) recognised(ctx context.Context, key string, kv *mvccpb.KeyV
 	if s == nil || s.id != clientv3.LeaseID(kv.Lease) {
 		return driver.Grant{}, fmt.Errorf("etcd: this token's key %q is under lease %x, which this driver does not keep", key, kv.Lease)
 	}
-	if owner, lapse := parseValue(kv.Value); !lapse.IsZero() {
-		if err := d.claimKey(ctx, key, kv.ModRevision, owner, s.id); err != nil {
+	if held, lapse := heldOf(kv.Value); !lapse.IsZero() {
+		if err := d.claimKey(ctx, key, kv.ModRevision, held, s.id); err != nil {
 			return driver.Grant{}, d.fail(ctx, err)
 		}
 	}
+	d.pool.markHeld(key)
 	return granted(kv.CreateRevision, s.secs, d.pool.sinceOf(s)), nil
 }
 
@@ -135,7 +137,7 @@ func (d *etcdDriver) putIfFree(ctx context.Context, req driver.Request, key stri
 	dir := d.keys.dir(req.Name)
 	return d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(key, req.Owner, clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(key, heldValue(req.Owner, req.Token), clientv3.WithLease(lease))).
 		Else(clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(sweepRead))).
 		Commit()
 }

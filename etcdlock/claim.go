@@ -12,47 +12,58 @@ import (
 
 // A waiter that queues behind others with a deadline puts its key with a
 // waiting value, which says when its wait ends: waitMark, the deadline in
-// Unix milliseconds, a space, the owner. Anyone who finds such a key at
-// the head of the queue after that time may delete it (sweep), so that a
-// waiter that gave up leaves no key holding the lock while its own
-// clean-up (a delete sent in the background when it returned) is still on
-// its way. A key becomes the holder's only by a claim: when the waiter
-// finds itself first, it rewrites its value to the plain owner in a
-// transaction that requires the key unchanged since it was put. A sweep
-// requires the same, so exactly one of the two wins: a swept waiter's
-// claim fails (errQueueEntryLost) and it never holds the lock, and a
-// claimed key is never swept. Clocks only decide when a sweep is tried,
-// never who holds the lock: a sweeper whose clock runs ahead can take a
-// waiter's place in the queue a little before its deadline, not the lock
-// from a holder.
+// Unix milliseconds, a space, the value it takes once held (heldValue).
+// Anyone who finds such a key at the head of the queue after that time
+// may delete it (sweep), so that a waiter that gave up leaves no key
+// holding the lock while its own clean-up (a delete sent in the
+// background when it returned) is still on its way. A key becomes the
+// holder's only by a claim: when the waiter finds itself first, it
+// rewrites its value to its held value in a transaction that requires the
+// key unchanged since it was put. A sweep requires the same, so exactly
+// one of the two wins: a swept waiter's claim fails (errQueueEntryLost)
+// and it never holds the lock, and a claimed key is never swept. Clocks
+// only decide when a sweep is tried, never who holds the lock: a sweeper
+// whose clock runs ahead can take a waiter's place in the queue a little
+// before its deadline, not the lock from a holder.
 //
-// Keys with a plain owner value — the holder's, a waiter's without a
-// deadline, and every key written before this scheme — are never swept, and
-// a waiter without a deadline becomes the holder without a claim, as
+// Keys with a held value — the holder's, a waiter's without a deadline,
+// and every key written before this scheme — are never swept, and a
+// waiter without a deadline becomes the holder without a claim, as
 // before.
 const waitMark = "\x00wait "
 
-// waitValue is the value of a waiting key whose wait ends at lapse.
-func waitValue(owner string, lapse time.Time) string {
-	return waitMark + strconv.FormatInt(lapse.UnixMilli(), 10) + " " + owner
+// waitValue is the value of a waiting key whose wait ends at lapse; held
+// is the value it takes when claimed (see heldValue).
+func waitValue(held string, lapse time.Time) string {
+	return waitMark + strconv.FormatInt(lapse.UnixMilli(), 10) + " " + held
 }
 
 // parseValue returns the owner in a key's value and, for an unclaimed
 // waiter's key, when its wait ends (zero otherwise). Owners contain no
 // control characters (dlock.WithOwner refuses them), so a plain owner
 // never starts with waitMark; a malformed waiting value reads as a plain
-// owner, never swept.
+// owner, never swept. The token digest (see tokenMark) is not part of
+// the owner.
 func parseValue(v []byte) (owner string, lapse time.Time) {
+	held, lapse := heldOf(v)
+	owner, _ = splitDigest([]byte(held))
+	return owner, lapse
+}
+
+// heldOf returns the value a key has once held: v itself, or, for an
+// unclaimed waiter's key, v without its waiting prefix; and when that
+// waiter's wait ends (zero otherwise).
+func heldOf(v []byte) (held string, lapse time.Time) {
 	rest, ok := strings.CutPrefix(string(v), waitMark)
 	if !ok {
 		return string(v), time.Time{}
 	}
-	ms, owner, ok := strings.Cut(rest, " ")
+	ms, held, ok := strings.Cut(rest, " ")
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if !ok || err != nil {
 		return string(v), time.Time{}
 	}
-	return owner, time.UnixMilli(n)
+	return held, time.UnixMilli(n)
 }
 
 // ownerOf is the owner in kv's value.
@@ -75,7 +86,7 @@ func (w *waiter) claim(ctx context.Context) error {
 	if w.short {
 		err = w.promote(ctx)
 	} else {
-		err = w.d.claimKey(ctx, w.key, w.rev, w.owner, w.sess.id)
+		err = w.d.claimKey(ctx, w.key, w.rev, w.held, w.sess.id)
 	}
 	if err != nil {
 		return err
@@ -85,12 +96,13 @@ func (w *waiter) claim(ctx context.Context) error {
 	return nil
 }
 
-// claimKey rewrites key, last written at modRev, to the plain owner under
-// lease, unless it changed since (swept): then errQueueEntryLost.
-func (d *etcdDriver) claimKey(ctx context.Context, key string, modRev int64, owner string, lease clientv3.LeaseID) error {
+// claimKey rewrites key, last written at modRev, to its held value (see
+// heldValue) under lease, unless it changed since (swept): then
+// errQueueEntryLost.
+func (d *etcdDriver) claimKey(ctx context.Context, key string, modRev int64, held string, lease clientv3.LeaseID) error {
 	resp, err := d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
-		Then(clientv3.OpPut(key, owner, clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(key, held, clientv3.WithLease(lease))).
 		Commit()
 	if err != nil {
 		return err

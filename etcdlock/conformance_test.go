@@ -32,13 +32,12 @@ func conformance(t *testing.T, ttl time.Duration) {
 		NewStoppable: newStoppable,
 		Provides: []dlocktest.Capability{dlocktest.Notifier, dlocktest.Queuer, dlocktest.BatchRefresher,
 			dlocktest.BatchReleaser, dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.EvictionWatcher,
-			dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter, dlocktest.Ledger},
+			dlocktest.Diagnoser, dlocktest.Describer, dlocktest.SettingsReporter, dlocktest.Ledger, dlocktest.Adopter},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.SessionWatcher:    "a lease's loss is found by its keep-alive (the watchdog's refresh)",
 			dlocktest.Migrator:          "no schema: keys are created as they are used",
 			dlocktest.MigrationReporter: "no schema",
 			dlocktest.LogSetter:         "the etcd client's log is off (zap.NewNop)",
-			dlocktest.Adopter:           "a key holds its owner, not its token: no other client can prove a token holds it",
 		},
 	})
 }

@@ -16,8 +16,9 @@
 //     watchdog's refreshes (one KeepAliveOnce per distinct lease per batch,
 //     see RefreshBatch), by a waiter while it waits, and by an acquire
 //     that finds it last renewed more than TTL/12 ago; it is revoked a
-//     third of a TTL after its last key went, and by Close. No clientv3
-//     KeepAlive goroutine runs, and no lease or goroutine outlives Close;
+//     third of a TTL after its last key went, and by Close (unless it
+//     carries a detached lock, see below). No clientv3 KeepAlive goroutine
+//     runs, no goroutine outlives Close, and no lease is renewed after it;
 //   - a waiter's key waits under the driver's wait lease, the shared lease
 //     of its shortest TTL, MinTTLFor(the election timeout), whatever the
 //     lock's TTL, and the waiter renews it every third of it while it
@@ -54,7 +55,16 @@
 //     a waiter also looks at its predecessor itself (a serializable read
 //     every 10 ms when next in line, every 25 ms otherwise). Woken by the
 //     holder's release, it holds the lock without another round trip (see
-//     moveOn in queue.go).
+//     moveOn in queue.go);
+//   - a held key's value is its owner and the SHA-256 digest of its token
+//     (never the token), so another client can prove that a token holds
+//     it: Locker.Resume (driver.Adopter) puts the key, unchanged (same
+//     create revision: same fence), under the resuming driver's own lease
+//     in one transaction. The granting driver's lease no longer carries
+//     it: that lease ending (Close, a dead process) leaves the lock alone,
+//     and its renewals never delete a key that moved away. Close leaves
+//     a lease that still carries a detached lock (Lease.Detach) to run out
+//     on its own, so that the lock can be resumed within its TTL.
 //
 // Use New with your own *clientv3.Client, Config.Locker to say the key
 // prefix or the cluster's election timeout, or dlock.Open with an etcd URL. Leases are

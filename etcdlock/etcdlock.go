@@ -95,7 +95,7 @@ func (c Config) Driver(cli *clientv3.Client) (driver.Driver, error) {
 
 // etcdDriver implements driver.Driver, Queuer, Notifier, Lister,
 // ForceReleaser, EvictionWatcher, BatchRefresher, BatchReleaser,
-// Describer and Ledger on one etcd client.
+// Describer, Ledger and Adopter on one etcd client.
 type etcdDriver struct {
 	cli    *clientv3.Client
 	keys   keyspace
@@ -143,18 +143,11 @@ func (c Config) newDriver(cli *clientv3.Client, closes bool) (*etcdDriver, error
 func (d *etcdDriver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{MinTTL: d.minTTL, TTLGranularity: time.Second, MinTTLWhy: fmt.Sprintf(
 		"8 election timeouts (%s): a shorter lease can expire while a new leader is elected and no renewal is confirmed; "+
-			"a cluster with a shorter --election-timeout allows less: name it in the URL (?election_timeout=)", d.election),
-		AdoptWhyNot: adoptWhyNot}
+			"a cluster with a shorter --election-timeout allows less: name it in the URL (?election_timeout=)", d.election)}
 }
 
-// adoptWhyNot says why etcd cannot adopt a lease (yet): nothing in etcd
-// ties a key to its token, and its granting driver deletes it unasked.
-const adoptWhyNot = "an etcd lock key holds its owner, not its token: only the driver that granted it knows " +
-	"which key a token holds, so no other client can prove it holds the lock (and that driver deletes the key " +
-	"once it is no longer refreshed there)"
-
 // Close revokes the driver's shared leases (deleting any key still under
-// them), waits for its background work, and closes the client when it was
+// them; a key another driver adopted is under that driver's lease), waits for its background work, and closes the client when it was
 // opened from a URL.
 func (d *etcdDriver) Close() error {
 	d.pool.close()

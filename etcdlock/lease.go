@@ -24,9 +24,10 @@ func (d *etcdDriver) Refresh(ctx context.Context, name, token string, ttl time.D
 	return results[0]
 }
 
-// RefreshBatch reads every item's key (maxTxnOps per transaction), then
-// renews each distinct lease those keys live under once. results[i] is
-// nil, a driver.ErrNotHeld variant, or the renewal's error.
+// RefreshBatch reads every item's key (maxTxnOps per transaction), puts
+// back under its lease a key that another driver adopted (takeBack), then
+// renews each distinct lease of the driver's those keys live under once.
+// results[i] is nil, a driver.ErrNotHeld variant, or the renewal's error.
 func (d *etcdDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
 	keys := make([]string, len(items))
 	for i, it := range items {
@@ -37,6 +38,7 @@ func (d *etcdDriver) RefreshBatch(ctx context.Context, items []driver.RefreshIte
 	if err != nil {
 		return nil, d.fail(ctx, err)
 	}
+	taken := d.takeBackAll(ctx, items, keys, owners, leases)
 	// A key that is gone may have gone with its lease: renewing that lease
 	// too tells which (driver.ErrSessionEnded).
 	renew := slices.Clone(leases)
@@ -49,6 +51,10 @@ func (d *etcdDriver) RefreshBatch(ctx context.Context, items []driver.RefreshIte
 	d.step("refresh")
 	results := make([]error, len(items))
 	for i, it := range items {
+		if err, ok := taken[i]; ok && err != nil {
+			results[i] = err
+			continue
+		}
 		results[i] = d.refreshResult(ctx, it, keys[i], leases[i], renewed[renew[i]])
 	}
 	return results, nil
@@ -152,24 +158,26 @@ func (d *etcdDriver) renewLease(ctx context.Context, id clientv3.LeaseID) error 
 	return err
 }
 
-// Release deletes token's key if it still exists, which wakes the next
-// waiter (it watches this key). The key's slot belongs to this token until
-// now (pool.register), so a plain delete is token-checked. The shared lease stays for other keys. If
-// the delete fails, the key is deleted at the lease's next renewal, or
-// ends with the lease.
+// Release deletes token's key if token still holds it, which wakes the
+// next waiter (it watches this key): in one transaction while the key is
+// under the lease the driver bound it to (the key's slot belongs to this
+// token until now, see pool.register), else only if its value bears the
+// token's digest (another driver adopted it: see handover.go). The shared
+// lease stays for other keys. If the delete fails, the key is deleted at
+// the lease's next renewal, or ends with the lease.
 func (d *etcdDriver) Release(ctx context.Context, name, token string) error {
 	key, ok := d.pool.keyOf(claimOf(name, token))
 	if !ok {
 		return d.notHeld(ctx, name)
 	}
-	resp, err := d.cli.Delete(ctx, key)
+	deleted, err := d.releaseKeys(ctx, []string{key}, []string{token})
 	if err != nil {
 		d.pool.abandon(key)
 		return d.fail(ctx, err)
 	}
 	ended := d.pool.done(claimOf(name, token), key)
 	switch {
-	case resp.Deleted > 0:
+	case deleted[0]:
 		return nil
 	case ended:
 		return driver.ErrSessionEnded
@@ -177,23 +185,17 @@ func (d *etcdDriver) Release(ctx context.Context, name, token string) error {
 	return d.notHeld(ctx, name)
 }
 
-// ReleaseBatch deletes every item's key, maxTxnOps per transaction, the
-// transactions concurrently. results[i] is nil when items[i]'s key was
-// deleted, else a driver.ErrNotHeld variant.
+// ReleaseBatch deletes every item's key as Release does, sweepOps per
+// transaction, the transactions concurrently. results[i] is nil when
+// items[i]'s key was deleted, else a driver.ErrNotHeld variant.
 func (d *etcdDriver) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
-	keys := make([]string, len(items))
+	keys, tokens := make([]string, len(items)), make([]string, len(items))
 	for i, it := range items {
 		keys[i], _ = d.pool.keyOf(claimOf(it.Name, it.Token)) // "": never held here
+		tokens[i] = it.Token
 	}
-	deleted := make([]bool, len(keys))
-	errs := make([]error, (len(keys)+maxTxnOps-1)/maxTxnOps)
-	var wg sync.WaitGroup
-	for c := range errs {
-		lo, hi := c*maxTxnOps, min(len(keys), (c+1)*maxTxnOps)
-		wg.Go(func() { errs[c] = d.deleteBatch(ctx, keys[lo:hi], deleted[lo:hi]) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	deleted, err := d.releaseKeys(ctx, keys, tokens)
+	if err != nil {
 		for _, k := range keys {
 			d.pool.abandon(k)
 		}
@@ -211,33 +213,6 @@ func (d *etcdDriver) ReleaseBatch(ctx context.Context, items []driver.ReleaseIte
 		}
 	}
 	return results, nil
-}
-
-// deleteBatch deletes keys in one transaction; a key named twice is
-// deleted once (etcd refuses duplicate keys in one transaction).
-func (d *etcdDriver) deleteBatch(ctx context.Context, keys []string, deleted []bool) error {
-	idx := map[string]int{}
-	var ops []clientv3.Op
-	for _, k := range keys {
-		if _, dup := idx[k]; k != "" && !dup {
-			idx[k] = len(ops)
-			ops = append(ops, clientv3.OpDelete(k))
-		}
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return err
-	}
-	for i, k := range keys {
-		if k == "" {
-			continue
-		}
-		deleted[i] = resp.Responses[idx[k]].GetResponseDeleteRange().Deleted > 0
-	}
-	return nil
 }
 
 // notHeld says why a token has no key: ErrTakenOver when someone else

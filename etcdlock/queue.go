@@ -51,15 +51,16 @@ func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (drive
 	if err != nil {
 		return w.abandon(ctx, err)
 	}
+	d.pool.markHeld(w.key)
 	return granted(w.rev, w.sess.secs, w.since), nil
 }
 
 // waiter is one queued AcquireWait.
 type waiter struct {
-	d     *etcdDriver
-	name  string
-	owner string
-	key   string
+	d    *etcdDriver
+	name string
+	held string // the key's value once held: owner and token digest (heldValue)
+	key  string
 	// lapse is when the wait ends, while the key holds a waiting value
 	// (see waitMark); zero once claimed, or when it never had one.
 	lapse time.Time
@@ -148,7 +149,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 	if err != nil {
 		return nil, err
 	}
-	w := &waiter{d: d, name: req.Name, owner: req.Owner, call: claimOf(req.Name, req.Token), secs: secs}
+	w := &waiter{d: d, name: req.Name, held: heldValue(req.Owner, req.Token), call: claimOf(req.Name, req.Token), secs: secs}
 	resp, err := w.put(ctx, req)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		d.pool.gone(w.sess) // ended since its last renewal; take a new one, once
@@ -169,7 +170,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, req driver.Request) (*waiter, 
 	}
 	w.rev, w.seen = resp.Header.Revision, resp.Header.Revision
 	if resp.Succeeded && !w.short { // (join's transaction has no condition: it always succeeds)
-		w.lapse = time.Time{} // put with the plain owner
+		w.lapse = time.Time{} // put with its held value
 		return w, nil         // nobody else: the waiter holds the lock
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 2 {
@@ -219,7 +220,7 @@ func (w *waiter) put(ctx context.Context, req driver.Request) (*clientv3.TxnResp
 	return resp, err
 }
 
-// putIfFree puts the waiter's key under s, with the plain owner, if the
+// putIfFree puts the waiter's key under s, with its held value, if the
 // name has no key; otherwise, unless q is nil, it puts the key under q
 // with its waiting value and reads the two newest contenders and the
 // holder.
@@ -234,20 +235,20 @@ func (w *waiter) putIfFree(ctx context.Context, s, q *session) (*clientv3.TxnRes
 	}
 	return w.d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
-		Then(clientv3.OpPut(w.key, w.owner, clientv3.WithLease(s.id))).
+		Then(clientv3.OpPut(w.key, w.held, clientv3.WithLease(s.id))).
 		Else(queue...).
 		Commit()
 }
 
-// value is the waiter's key's value while it waits: the owner, and when
+// value is the waiter's key's value while it waits: its held value, and when
 // ctx has a deadline, that deadline as its lapse (see waitMark).
 func (w *waiter) value(ctx context.Context) string {
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return w.owner
+		return w.held
 	}
 	w.lapse = dl
-	return waitValue(w.owner, dl)
+	return waitValue(w.held, dl)
 }
 
 // newest reads the two newest contenders of a directory.

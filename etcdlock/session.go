@@ -37,6 +37,7 @@ type session struct {
 	dead     bool                 // etcd said it is gone, or it was revoked
 	retired  bool                 // no new keys go under it
 	keys     map[string]time.Time // key → when its holder last asked for it; zero: delete it
+	handed   map[string]bool      // keys of its slots that another driver took over (Adopt): never reused
 	renewing chan struct{}        // closed when the renewal in flight ends
 	idle     time.Time            // when its last live key went
 	timer    *time.Timer          // idle check
@@ -57,6 +58,7 @@ type pool struct {
 	// bound to both.
 	moving   map[string]*session
 	byToken  map[string]string // claim (name and token) → its key
+	held     map[string]bool   // keys granted (not waiting): see close
 	claimOf  map[string]string // key → its claim
 	granting map[int64]*grantFlight
 	// deleting holds, for each key whose background deletion is on its
@@ -97,7 +99,7 @@ func newPool(cli *clientv3.Client) *pool {
 		cli: cli, ctx: ctx, cancel: cancel,
 		current: map[int64]*session{}, all: map[clientv3.LeaseID]*session{},
 		byKey: map[string]*session{}, moving: map[string]*session{}, granting: map[int64]*grantFlight{},
-		byToken: map[string]string{}, claimOf: map[string]string{},
+		byToken: map[string]string{}, claimOf: map[string]string{}, held: map[string]bool{},
 		deleting: map[string]chan struct{}{},
 	}
 }
@@ -113,7 +115,9 @@ func (p *pool) get(ctx context.Context, secs int64, claim, dir string) (string, 
 
 // binding says which key pick binds to the session it returns: claim's
 // key in dir (registered as get does), or key, already registered, bound
-// anew (rebind): to wait under it, or to be granted under it.
+// anew (rebind): to wait under it, or to be granted under it; or, with
+// both claim and key, key registered as claim's (Adopt: another driver's
+// key, whose name is in that driver's slots).
 type binding struct {
 	claim, dir string
 	key        string
@@ -197,7 +201,10 @@ func (s *session) fresh() bool {
 
 // bind binds b's key to s and returns it. p.mu is held.
 func (p *pool) bind(s *session, b binding) string {
-	if b.claim != "" {
+	switch {
+	case b.claim != "" && b.key != "":
+		return p.adoptKey(s, b.claim, b.key)
+	case b.claim != "":
 		return p.register(s, b.claim, b.dir)
 	}
 	p.rebound(b.key, s, !b.wait)
@@ -216,13 +223,14 @@ func (p *pool) bind(s *session, b binding) string {
 // is in the key) and belongs to one claim until that claim is done, so a
 // key that exists under a claim's slot is that claim's. A key keeps its
 // name when it moves to another lease (rebind): a slot is free only when
-// no session of the driver has it.
+// no session of the driver has it, and never again once another driver
+// has taken the key over (handOver).
 func (p *pool) register(s *session, claim, dir string) string {
 	key, ok := p.byToken[claim]
 	if !ok {
 		for i := 0; ; i++ {
 			key = dir + strconv.FormatInt(int64(s.id), 16) + "-" + strconv.Itoa(i)
-			if _, used := s.keys[key]; !used && p.byKey[key] == nil {
+			if _, used := s.keys[key]; !used && p.byKey[key] == nil && !s.handed[key] {
 				break
 			}
 		}
@@ -284,7 +292,8 @@ func (p *pool) grant(secs int64) error {
 	if err != nil {
 		return err
 	}
-	s := &session{id: resp.ID, secs: resp.TTL, ttl: time.Duration(resp.TTL) * time.Second, since: sent, keys: map[string]time.Time{}}
+	s := &session{id: resp.ID, secs: resp.TTL, ttl: time.Duration(resp.TTL) * time.Second, since: sent,
+		keys: map[string]time.Time{}, handed: map[string]bool{}}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -305,6 +314,10 @@ func (p *pool) grant(secs int64) error {
 func (p *pool) renew(ctx context.Context, s *session, touch []string) error {
 	sent := time.Now()
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return errClosed // a closed driver keeps no lease alive
+	}
 	for _, k := range touch {
 		if _, ok := s.keys[k]; ok {
 			s.keys[k] = sent
@@ -319,10 +332,9 @@ func (p *pool) renew(ctx context.Context, s *session, touch []string) error {
 	if mine {
 		defer p.renewed(s)
 	}
-	if err := p.deleteKeys(ctx, stale); err != nil {
+	if err := p.sweep(ctx, s, stale); err != nil {
 		return err
 	}
-	p.forget(stale)
 	ka, err := p.cli.KeepAliveOnce(ctx, s.id)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil && ka.TTL <= 0 {
 		p.gone(s)
@@ -362,22 +374,6 @@ func (s *session) staleKeys(now time.Time) []string {
 // transaction may carry.
 const maxTxnOps = 128
 
-// deleteKeys deletes keys, maxTxnOps per transaction.
-func (p *pool) deleteKeys(ctx context.Context, keys []string) error {
-	for len(keys) > 0 {
-		n := min(len(keys), maxTxnOps)
-		ops := make([]clientv3.Op, n)
-		for i, k := range keys[:n] {
-			ops[i] = clientv3.OpDelete(k)
-		}
-		if _, err := p.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-			return err
-		}
-		keys = keys[n:]
-	}
-	return nil
-}
-
 // forget drops keys that are known to be gone.
 func (p *pool) forget(keys []string) {
 	p.mu.Lock()
@@ -410,6 +406,7 @@ func (p *pool) unlink(key string) {
 	delete(p.claimOf, key)
 	delete(p.byKey, key)
 	delete(p.moving, key)
+	delete(p.held, key)
 }
 
 // done records that claim's key is gone (released, or found missing) and
@@ -620,27 +617,66 @@ func (p *pool) unsure(key string) {
 	p.background(func(ctx context.Context) { _, _ = p.cli.Delete(ctx, key) })
 }
 
-// close stops the background work and revokes every session (which
-// deletes every key still under them), bounded by cleanupTimeout.
+// close stops the background work and revokes every session that holds
+// no lock (which deletes every key still under it), bounded by
+// cleanupTimeout. A session under which a lock is still held — one its
+// Locker detached (Lease.Detach: handed on, to be resumed elsewhere) — is
+// left to run out on its own, unrenewed: the lock stays held until its
+// TTL runs out, as on every backend; the session's other keys (waiters',
+// abandoned ones) are deleted while they are still under it.
 func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
-	var ids []clientv3.LeaseID
+	var revoke []clientv3.LeaseID
+	var sweep []clientv3.Op
 	for id, s := range p.all {
 		if s.timer != nil {
 			s.timer.Stop()
 		}
 		s.dead = true
-		ids = append(ids, id)
+		if !p.holds(s) {
+			revoke = append(revoke, id)
+			continue
+		}
+		for k, at := range s.keys {
+			if at.IsZero() || !p.held[k] {
+				sweep = append(sweep, deleteUnder(k, id, true))
+			}
+		}
 	}
 	p.mu.Unlock()
 	p.cancel() // grants in flight and idle revocations: the revokes below cover them
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, id := range ids {
+	for _, id := range revoke {
 		wg.Go(func() { _, _ = p.cli.Revoke(ctx, id) })
+	}
+	for len(sweep) > 0 {
+		ops := sweep[:min(len(sweep), sweepOps)]
+		sweep = sweep[len(ops):]
+		wg.Go(func() { _, _ = p.cli.Txn(ctx).Then(ops...).Commit() })
 	}
 	wg.Wait()
 	p.wg.Wait()
+}
+
+// holds reports whether a lock granted under s is still held there: not
+// released, not given up on, asked for within a TTL. p.mu is held.
+func (p *pool) holds(s *session) bool {
+	for k, at := range s.keys {
+		if !at.IsZero() && time.Since(at) < s.ttl && p.held[k] && p.byKey[k] == s {
+			return true
+		}
+	}
+	return false
+}
+
+// markHeld records that key was granted.
+func (p *pool) markHeld(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.claimOf[key] != "" {
+		p.held[key] = true
+	}
 }

@@ -162,7 +162,7 @@ func (w *waiter) joinOnce(ctx context.Context, value string) (*clientv3.TxnRespo
 }
 
 // promote makes the waiter's key, now first in line on the wait lease,
-// the holder's: the plain owner under the lease of the lock's TTL, unless
+// the holder's: its held value under the lease of the lock's TTL, unless
 // the key changed since the waiter put it (swept, or gone with its lease):
 // then errQueueEntryLost. When etcd's answer is lost the key may be under
 // either lease; it stays bound to both until the waiter's clean-up.
@@ -172,7 +172,7 @@ func (w *waiter) promote(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		err = w.d.claimKey(ctx, w.key, w.rev, w.owner, s.id)
+		err = w.d.claimKey(ctx, w.key, w.rev, w.held, s.id)
 		switch {
 		case err == nil:
 			w.d.pool.settle(w.key, s, true)
