@@ -90,9 +90,8 @@ func survivors(c *testserver.EtcdClusterServer, gone *testserver.EtcdServer) []s
 // electionTrials runs trials of a leader kill under a held lock of the
 // given TTL on c, the kill landing at a different point of the refresh
 // cycle each time, and returns how many trials kept the lock.
-func electionTrials(t *testing.T, c *testserver.EtcdClusterServer, cfgElection, ttl time.Duration, trials int) int {
+func electionTrials(t *testing.T, c *testserver.EtcdClusterServer, cfgElection, ttl time.Duration, trials int) (kept, excused int) {
 	cli := client(t, c.Endpoints...)
-	kept := 0
 	for i := range trials {
 		waitLeader(t, c)
 		l := lockerWith(t, cfgElection, c.Endpoints...)
@@ -103,9 +102,13 @@ func electionTrials(t *testing.T, c *testserver.EtcdClusterServer, cfgElection, 
 		time.Sleep(time.Duration(i) * ttl / 3 / time.Duration(trials))
 		leader := leaderOf(t, cli, c)
 		leader.Kill()
+		outage := writeOutage(t, survivors(c, leader))
 		select {
 		case <-ls.Done():
-			t.Logf("TTL %s, trial %d: lock lost after the leader was killed: %v", ttl, i+1, ls.Err())
+			t.Logf("TTL %s, trial %d: lock lost after the leader was killed (writes failed for %s): %v", ttl, i+1, outage.Round(time.Millisecond), ls.Err())
+			if outage > ttl/4 {
+				excused++ // the cluster was out longer than the TTL allows for
+			}
 		case <-time.After(ttl + ttl/2):
 			kept++
 			_ = ls.Release(context.Background())
@@ -113,12 +116,35 @@ func electionTrials(t *testing.T, c *testserver.EtcdClusterServer, cfgElection, 
 		leader.Start()
 		_ = l.Close()
 	}
-	return kept
+	return kept, excused
+}
+
+// writeOutage is how long, from now, the cluster of endpoints takes to
+// accept a write again (a new leader elected and heard of): the time no
+// renewal can be confirmed.
+func writeOutage(t *testing.T, endpoints []string) time.Duration {
+	t.Helper()
+	cli := client(t, endpoints...)
+	start := time.Now()
+	for time.Since(start) < time.Minute {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := cli.Put(ctx, "election-probe", start.String())
+		cancel()
+		if err == nil {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the cluster took no write for a minute after a leader kill")
+	return 0
 }
 
 // TestLeaderElectionKeepsLock: with the minimum TTL for the cluster's
 // election timeout (8 s for etcd's default 1 s), killing the leader under
-// a held lock never loses it (5 trials). The control takes 3 s TTLs on
+// a held lock never loses it (5 trials), unless the cluster took longer
+// than the TTL's budget for an election (TTL/4, see MinTTLFor) to take a
+// write again: on a starved machine an election can take seconds, and
+// such a loss is the budget's, not the lock's (it is logged). The control takes 3 s TTLs on
 // the same cluster (claiming a short election timeout to be allowed to),
 // which the issue saw lose the lock in 3 of 5 trials: its count is
 // reported, not asserted (it depends on timing).
@@ -129,13 +155,19 @@ func TestLeaderElectionKeepsLock(t *testing.T) {
 	c := testserver.EtcdCluster(t, 3)
 	const trials = 5
 	ttl := etcdlock.MinTTLFor(c.ElectionTimeout)
-	kept := electionTrials(t, c, c.ElectionTimeout, ttl, trials)
+	kept, excused := electionTrials(t, c, c.ElectionTimeout, ttl, trials)
 	t.Logf("TTL %s (election timeout %s): %d of %d trials kept the lock through a leader kill", ttl, c.ElectionTimeout, kept, trials)
-	if kept != trials {
-		t.Errorf("TTL %s lost the lock in %d of %d leader elections", ttl, trials-kept, trials)
+	if lost := trials - kept - excused; lost > 0 {
+		t.Errorf("TTL %s lost the lock in %d of %d leader elections that took writes again within TTL/4", ttl, lost, trials)
+	}
+	if excused > 0 {
+		t.Logf("%d losses came after the cluster took no write for more than TTL/4 (a starved machine): the TTL's budget, not the lock, ran out", excused)
+	}
+	if excused == trials {
+		t.Errorf("every trial's election took longer than TTL/4: the test measured nothing")
 	}
 	short := 3 * time.Second
-	ctl := electionTrials(t, c, c.ElectionTimeout*3/8, short, trials)
+	ctl, _ := electionTrials(t, c, c.ElectionTimeout*3/8, short, trials)
 	t.Logf("control: TTL %s: %d of %d trials kept the lock", short, ctl, trials)
 }
 
