@@ -196,21 +196,7 @@ func (s *suite) expectLost(t *testing.T, l *dlock.Locker, handle, what string) {
 func (s *suite) testAdoptKinds(t *testing.T) {
 	s.needAdopter(t)
 	s.needLister(t)
-	grant := func(t *testing.T, l *dlock.Locker, name string, kind dlock.Kind) (*dlock.Lease, error) {
-		switch kind {
-		case dlock.KindPermit:
-			return s.semaphore(t, l, name).TryAcquire(s.ctx(t))
-		case dlock.KindRead:
-			return s.rwmutex(t, l, name).RLock(s.ctx(t))
-		case dlock.KindWrite:
-			return s.rwmutex(t, l, name).Lock(s.ctx(t))
-		}
-		e, err := l.Election(name, s.opts()...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.Campaign(s.ctx(t), "", s.opts(dlock.WithWait(0))...)
-	}
+	grant := s.grantKind
 	// Each kind, and the kind of grant it excludes.
 	for _, k := range []struct{ kind, excludes dlock.Kind }{
 		{dlock.KindPermit, dlock.KindPermit},
@@ -253,6 +239,23 @@ func (s *suite) testAdoptKinds(t *testing.T) {
 			release(t, next)
 		})
 	}
+}
+
+// grantKind takes a grant of kind on name through l, without waiting.
+func (s *suite) grantKind(t *testing.T, l *dlock.Locker, name string, kind dlock.Kind) (*dlock.Lease, error) {
+	switch kind {
+	case dlock.KindPermit:
+		return s.semaphore(t, l, name).TryAcquire(s.ctx(t))
+	case dlock.KindRead:
+		return s.rwmutex(t, l, name).RLock(s.ctx(t))
+	case dlock.KindWrite:
+		return s.rwmutex(t, l, name).Lock(s.ctx(t))
+	}
+	e, err := l.Election(name, s.opts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Campaign(s.ctx(t), "", s.opts(dlock.WithWait(0))...)
 }
 
 // semaphore is a one-permit semaphore name on l, whose acquires do not
