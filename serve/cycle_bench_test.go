@@ -1,0 +1,126 @@
+package serve_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
+	"github.com/dlockdev/dlock/serve"
+)
+
+// BenchmarkServeCycle measures one acquire/release cycle through the HTTP
+// API (a loopback server, a keep-alive client) and, beside it, the same
+// cycle on the library directly: the difference is what a request costs.
+// On mem:// the backend costs next to nothing, so the "http" row is the
+// request path's own time and allocations; on Redis it is a real round
+// trip. Run with -benchmem to see allocs/op; they count both sides of
+// the connection (the client's requests too).
+func BenchmarkServeCycle(b *testing.B) {
+	urls := map[string]func(b *testing.B) string{
+		"mem":   func(*testing.B) string { return fmt.Sprintf("mem://bench-%d", time.Now().UnixNano()) },
+		"redis": func(b *testing.B) string { return testserver.Redis(b).URL() },
+	}
+	for _, name := range []string{"mem", "redis"} {
+		b.Run(name, func(b *testing.B) {
+			l, err := dlock.Open(context.Background(), urls[name](b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = l.Close() })
+			b.Run("library", func(b *testing.B) { benchLibraryCycle(b, l) })
+			b.Run("http", func(b *testing.B) { benchHTTPCycle(b, l, 1) })
+			b.Run("http-parallel", func(b *testing.B) { benchHTTPCycle(b, l, 16) })
+		})
+	}
+}
+
+// benchLibraryCycle is TryAcquire then Release on l.
+func benchLibraryCycle(b *testing.B, l *dlock.Locker) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		ls, err := l.TryAcquire(ctx, "bench-lib", dlock.WithTTL(10*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ls.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchHTTPCycle is POST acquire (wait_ms 0) then DELETE the lease, by
+// clients goroutines at once, each on its own name.
+func benchHTTPCycle(b *testing.B, l *dlock.Locker, clients int) {
+	srv, err := serve.New(serve.Config{Locker: l, Tokens: []string{clientTok}, AdminTokens: []string{adminTok},
+		RatePerSecond: 1e9, Burst: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	tr := &http.Transport{DialContext: (&net.Dialer{}).DialContext, MaxIdleConnsPerHost: 2 * clients, DisableCompression: true}
+	hc := &http.Client{Transport: tr}
+	b.Cleanup(func() {
+		_ = srv.Close()
+		tr.CloseIdleConnections()
+		ts.Close()
+	})
+	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		name := fmt.Sprintf("bench-http-%d-%d", clients, n.Add(1))
+		body, _ := json.Marshal(map[string]any{"ttl_ms": 10000, "wait_ms": 0, "owner": name})
+		for pb.Next() {
+			httpCycle(b, hc, ts.URL, name, body)
+		}
+	})
+}
+
+// httpCycle acquires name through the API and releases the lease.
+func httpCycle(b *testing.B, hc *http.Client, base, name string, body []byte) {
+	var ls struct {
+		ID string `json:"lease_id"`
+	}
+	if code := benchDo(b, hc, http.MethodPost, base+"/v1/locks/"+name+"/acquire", body, &ls); code != http.StatusOK {
+		b.Errorf("acquire: status %d", code)
+		return
+	}
+	if code := benchDo(b, hc, http.MethodDelete, base+"/v1/leases/"+ls.ID, nil, nil); code != http.StatusNoContent {
+		b.Errorf("release: status %d", code)
+	}
+}
+
+func benchDo(b *testing.B, hc *http.Client, method, url string, body []byte, out any) int {
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+clientTok)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		b.Error(err)
+		return 0
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
