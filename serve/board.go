@@ -75,16 +75,16 @@ type board struct {
 
 	mu       sync.Mutex
 	waiting  map[*dlock.AcquireInfo]struct{}
-	events   []boardEvent // newest last
-	timeline map[string][]grantPoint
+	events   ring[boardEvent]
+	timeline map[string]*ring[grantPoint]
 	order    []string      // timeline names, oldest first
 	changed  chan struct{} // closed and replaced on every change
 	gen      uint64        // counts the changes
 }
 
 func newBoard(backend string) *board {
-	return &board{backend: backend, waiting: map[*dlock.AcquireInfo]struct{}{},
-		timeline: map[string][]grantPoint{}, changed: make(chan struct{})}
+	return &board{backend: backend, waiting: map[*dlock.AcquireInfo]struct{}{}, events: newRing[boardEvent](maxEvents),
+		timeline: map[string]*ring[grantPoint]{}, changed: make(chan struct{})}
 }
 
 type waitKey struct{}
@@ -153,8 +153,8 @@ func (b *board) forceReleased(name string, evicted dlock.Holder, ok bool, newFen
 		b.add(boardEvent{Time: time.Now(), Type: "force-released", Name: name, Fence: newFence, Reason: forcedHere + ": nothing held; " + next})
 		return
 	}
-	for i := len(b.events) - 1; i >= 0; i-- {
-		if e := &b.events[i]; e.Type == "force-released" && e.Name == name && e.Fence == evicted.Fence && e.Reason == forcedOutside {
+	for i := range b.events.len() {
+		if e := b.events.newest(i); e.Type == "force-released" && e.Name == name && e.Fence == evicted.Fence && e.Reason == forcedOutside {
 			e.Reason = forcedHere + "; " + next
 			return
 		}
@@ -165,10 +165,7 @@ func (b *board) forceReleased(name string, evicted dlock.Holder, ok bool, newFen
 
 // add appends an event (b.mu held).
 func (b *board) add(e boardEvent) {
-	b.events = append(b.events, e)
-	if len(b.events) > maxEvents {
-		b.events = append(b.events[:0:0], b.events[len(b.events)-maxEvents:]...)
-	}
+	b.events.add(e)
 }
 
 // grant appends a timeline point (b.mu held).
@@ -180,12 +177,11 @@ func (b *board) grant(name string, p grantPoint) {
 			delete(b.timeline, b.order[0])
 			b.order = b.order[1:]
 		}
+		r := newRing[grantPoint](maxTimeline)
+		tl = &r
+		b.timeline[name] = tl
 	}
-	tl = append(tl, p)
-	if len(tl) > maxTimeline {
-		tl = tl[len(tl)-maxTimeline:]
-	}
-	b.timeline[name] = tl
+	tl.add(p)
 }
 
 // touch wakes the streams (b.mu held).
@@ -227,12 +223,12 @@ func (s *Server) snapshot(ctx context.Context) snapshot {
 		since := w.Start.UTC()
 		out.Waiters[w.Name] = append(out.Waiters[w.Name], waiterJSON{Owner: w.Owner, Via: "server", Since: &since})
 	}
-	out.Events = make([]boardEvent, 0, len(b.events))
-	for i := len(b.events) - 1; i >= 0; i-- {
-		out.Events = append(out.Events, b.events[i])
+	out.Events = make([]boardEvent, 0, b.events.len())
+	for i := range b.events.len() {
+		out.Events = append(out.Events, *b.events.newest(i))
 	}
 	for name, tl := range b.timeline {
-		out.Timeline[name] = append([]grantPoint(nil), tl...)
+		out.Timeline[name] = tl.oldestFirst()
 	}
 	return out
 }
