@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ func BenchmarkServeCycle(b *testing.B) {
 func benchLibraryCycle(b *testing.B, l *dlock.Locker) {
 	ctx := context.Background()
 	b.ReportAllocs()
+	defer reportCPU(b)()
 	for b.Loop() {
 		ls, err := l.TryAcquire(ctx, "bench-lib", dlock.WithTTL(10*time.Second))
 		if err != nil {
@@ -79,6 +81,7 @@ func benchHTTPCycle(b *testing.B, l *dlock.Locker, clients int) {
 	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer reportCPU(b)()
 	var n atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		name := fmt.Sprintf("bench-http-%d-%d", clients, n.Add(1))
@@ -123,4 +126,19 @@ func benchDo(b *testing.B, hc *http.Client, method, url string, body []byte, out
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode
+}
+
+// reportCPU starts counting the process's CPU time (user and system, every
+// goroutine: the client's, the server's, the driver's) and returns the
+// function that reports it per operation as cpu-µs/op.
+func reportCPU(b *testing.B) func() {
+	start := cpuTime()
+	return func() { b.ReportMetric(float64((cpuTime()-start).Microseconds())/float64(b.N), "cpu-µs/op") }
+}
+
+// cpuTime is the CPU time the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
