@@ -78,3 +78,50 @@ func TestBoardRecordsWithoutCopying(t *testing.T) {
 		t.Errorf("recording a grant on a full timeline: %.1f allocations, want 0", got)
 	}
 }
+
+// TestBoardListsWaitingAcquires: an acquire call waiting in the server is
+// on the dashboard from its start to its end, with its owner and start.
+func TestBoardListsWaitingAcquires(t *testing.T) {
+	s := boardServer(t)
+	h := s.board.hooks()
+	start := time.Now().Add(-time.Second)
+	ctxA := h.Acquiring(context.Background(), dlock.AcquireInfo{Name: "a", Owner: "first", Start: start})
+	ctxB := h.Acquiring(context.Background(), dlock.AcquireInfo{Name: "a", Owner: "second", Start: start})
+	waiters := func() []waiterJSON { return s.snapshot(context.Background()).Waiters["a"] }
+	if w := waiters(); len(w) != 2 || w[0].Owner != "first" || w[1].Owner != "second" || w[0].Via != "server" || !w[0].Since.Equal(start.UTC()) {
+		t.Fatalf("two calls waiting: the dashboard shows %+v", w)
+	}
+	h.AcquireDone(ctxA, dlock.AcquireEvent{Outcome: dlock.OutcomeCanceled})
+	if w := waiters(); len(w) != 1 || w[0].Owner != "second" {
+		t.Fatalf("the first call ended: the dashboard shows %+v, want the second only", w)
+	}
+	h.AcquireDone(ctxB, dlock.AcquireEvent{Outcome: dlock.OutcomeCanceled})
+	if w := waiters(); len(w) != 0 {
+		t.Fatalf("both calls ended: the dashboard shows %+v", w)
+	}
+}
+
+// TestBoardChangesWithoutViewersAllocateNothing: with no dashboard
+// stream open, counting a change makes no channel; a stream that watches
+// is woken by the next change.
+func TestBoardChangesWithoutViewersAllocateNothing(t *testing.T) {
+	b := boardServer(t).board
+	b.mu.Lock()
+	got := testing.AllocsPerRun(100, b.touch)
+	b.mu.Unlock()
+	if got != 0 {
+		t.Errorf("a change with nobody watching: %.1f allocations, want 0", got)
+	}
+	gen, changed := b.watch()
+	b.mu.Lock()
+	b.touch()
+	b.mu.Unlock()
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a change did not wake the stream watching")
+	}
+	if g, _ := b.watch(); g != gen+1 {
+		t.Errorf("changes counted: %d, want %d", g, gen+1)
+	}
+}
