@@ -142,3 +142,35 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkHTTPFloor is BenchmarkServeCycle's http-parallel cycle against
+// a handler that does nothing but answer: what net/http's server and
+// client cost by themselves on this machine, the floor under the API's
+// cycle.
+func BenchmarkHTTPFloor(b *testing.B) {
+	lease := []byte(`{"lease_id":"0123456789abcdef0123456789abcdef","name":"x","fence":1}`)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Method == http.MethodDelete {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(lease)
+	}))
+	tr := &http.Transport{DialContext: (&net.Dialer{}).DialContext, MaxIdleConnsPerHost: 32, DisableCompression: true}
+	hc := &http.Client{Transport: tr}
+	b.Cleanup(func() {
+		tr.CloseIdleConnections()
+		ts.Close()
+	})
+	body, _ := json.Marshal(map[string]any{"ttl_ms": 10000, "wait_ms": 0, "owner": "floor"})
+	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			httpCycle(b, hc, ts.URL, "floor", body)
+		}
+	})
+}
