@@ -29,21 +29,29 @@ import (
 // the connection (the client's requests too).
 func BenchmarkServeCycle(b *testing.B) {
 	urls := map[string]func(b *testing.B) string{
-		"mem":   func(*testing.B) string { return fmt.Sprintf("mem://bench-%d", time.Now().UnixNano()) },
+		"mem":   func(*testing.B) string { return fmt.Sprintf("mem://bench-%d", time.Now().UnixNano()) }, // one store per name
 		"redis": func(b *testing.B) string { return testserver.Redis(b).URL() },
 	}
 	for _, name := range []string{"mem", "redis"} {
 		b.Run(name, func(b *testing.B) {
-			l, err := dlock.Open(context.Background(), urls[name](b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = l.Close() })
-			b.Run("library", func(b *testing.B) { benchLibraryCycle(b, l) })
-			b.Run("http", func(b *testing.B) { benchHTTPCycle(b, l, 1) })
-			b.Run("http-parallel", func(b *testing.B) { benchHTTPCycle(b, l, 16) })
+			url := urls[name](b)
+			b.Run("library", func(b *testing.B) { benchLibraryCycle(b, benchLocker(b, url)) })
+			b.Run("http", func(b *testing.B) { benchHTTPCycle(b, benchLocker(b, url), 1) })
+			b.Run("http-parallel", func(b *testing.B) { benchHTTPCycle(b, benchLocker(b, url), 16) })
 		})
 	}
+}
+
+// benchLocker opens a Locker on url for one run of a benchmark: a
+// Server adds its hooks to its Locker for good, so a Locker shared by
+// the runs would feed every earlier run's Server too.
+func benchLocker(b *testing.B, url string) *dlock.Locker {
+	l, err := dlock.Open(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	return l
 }
 
 // benchLibraryCycle is TryAcquire then Release on l.
