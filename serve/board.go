@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"container/list"
 	"context"
 	"strconv"
 	"sync"
@@ -74,17 +75,16 @@ type board struct {
 	backend string
 
 	mu       sync.Mutex
-	waiting  map[*dlock.AcquireInfo]struct{}
-	events   []boardEvent // newest last
-	timeline map[string][]grantPoint
+	waiting  list.List // of dlock.AcquireInfo: the acquire calls waiting in this server
+	events   ring[boardEvent]
+	timeline map[string]*ring[grantPoint]
 	order    []string      // timeline names, oldest first
-	changed  chan struct{} // closed and replaced on every change
+	changed  chan struct{} // closed at the next change; nil until watched
 	gen      uint64        // counts the changes
 }
 
 func newBoard(backend string) *board {
-	return &board{backend: backend, waiting: map[*dlock.AcquireInfo]struct{}{},
-		timeline: map[string][]grantPoint{}, changed: make(chan struct{})}
+	return &board{backend: backend, events: newRing[boardEvent](maxEvents), timeline: map[string]*ring[grantPoint]{}}
 }
 
 type waitKey struct{}
@@ -92,18 +92,17 @@ type waitKey struct{}
 func (b *board) hooks() dlock.Hooks {
 	return dlock.Hooks{
 		Acquiring: func(ctx context.Context, info dlock.AcquireInfo) context.Context {
-			p := &info
 			b.mu.Lock()
-			b.waiting[p] = struct{}{}
+			w := b.waiting.PushBack(info)
 			b.touch()
 			b.mu.Unlock()
-			return context.WithValue(ctx, waitKey{}, p)
+			return context.WithValue(ctx, waitKey{}, w)
 		},
 		AcquireDone: func(ctx context.Context, ev dlock.AcquireEvent) {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			if p, ok := ctx.Value(waitKey{}).(*dlock.AcquireInfo); ok {
-				delete(b.waiting, p)
+			if w, ok := ctx.Value(waitKey{}).(*list.Element); ok {
+				b.waiting.Remove(w)
 			}
 			if ls := ev.Lease; ls != nil {
 				b.add(boardEvent{Time: time.Now(), Type: "granted", Name: ls.Name(), Kind: string(ls.Kind()), Fence: ls.Fence(), Owner: ls.Owner()})
@@ -158,8 +157,8 @@ func (b *board) forceReleased(name string, evicted dlock.Holder, ok bool, newFen
 		b.add(boardEvent{Time: time.Now(), Type: "force-released", Name: name, Fence: newFence, Reason: forcedHere + ": nothing held; " + next})
 		return
 	}
-	for i := len(b.events) - 1; i >= 0; i-- {
-		if e := &b.events[i]; e.Type == "force-released" && e.Name == name && e.Fence == evicted.Fence && e.Reason == forcedOutside {
+	for i := range b.events.len() {
+		if e := b.events.newest(i); e.Type == "force-released" && e.Name == name && e.Fence == evicted.Fence && e.Reason == forcedOutside {
 			e.Reason = forcedHere + "; " + next
 			return
 		}
@@ -170,10 +169,7 @@ func (b *board) forceReleased(name string, evicted dlock.Holder, ok bool, newFen
 
 // add appends an event (b.mu held).
 func (b *board) add(e boardEvent) {
-	b.events = append(b.events, e)
-	if len(b.events) > maxEvents {
-		b.events = append(b.events[:0:0], b.events[len(b.events)-maxEvents:]...)
-	}
+	b.events.add(e)
 }
 
 // grant appends a timeline point (b.mu held).
@@ -185,19 +181,21 @@ func (b *board) grant(name string, p grantPoint) {
 			delete(b.timeline, b.order[0])
 			b.order = b.order[1:]
 		}
+		r := newRing[grantPoint](maxTimeline)
+		tl = &r
+		b.timeline[name] = tl
 	}
-	tl = append(tl, p)
-	if len(tl) > maxTimeline {
-		tl = tl[len(tl)-maxTimeline:]
-	}
-	b.timeline[name] = tl
+	tl.add(p)
 }
 
-// touch wakes the streams (b.mu held).
+// touch counts a change and wakes the streams watching (b.mu held). With
+// no dashboard open, nobody watches, and no channel is made per change.
 func (b *board) touch() {
 	b.gen++
-	close(b.changed)
-	b.changed = make(chan struct{})
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
 }
 
 // watch returns the number of changes so far and a channel closed at the
@@ -205,6 +203,9 @@ func (b *board) touch() {
 func (b *board) watch() (uint64, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.changed == nil {
+		b.changed = make(chan struct{})
+	}
 	return b.gen, b.changed
 }
 
@@ -228,16 +229,17 @@ func (s *Server) snapshot(ctx context.Context) snapshot {
 	b := s.board
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for w := range b.waiting {
+	for e := b.waiting.Front(); e != nil; e = e.Next() {
+		w := e.Value.(dlock.AcquireInfo)
 		since := w.Start.UTC()
 		out.Waiters[w.Name] = append(out.Waiters[w.Name], waiterJSON{Owner: w.Owner, Via: "server", Since: &since})
 	}
-	out.Events = make([]boardEvent, 0, len(b.events))
-	for i := len(b.events) - 1; i >= 0; i-- {
-		out.Events = append(out.Events, b.events[i])
+	out.Events = make([]boardEvent, 0, b.events.len())
+	for i := range b.events.len() {
+		out.Events = append(out.Events, *b.events.newest(i))
 	}
 	for name, tl := range b.timeline {
-		out.Timeline[name] = append([]grantPoint(nil), tl...)
+		out.Timeline[name] = tl.oldestFirst()
 	}
 	return out
 }

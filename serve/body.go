@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -51,8 +52,24 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 
 // strictUnmarshal decodes one JSON object into the struct v, refusing a
 // key that is not one of v's json names exactly, or that comes twice.
+// A well-formed body (every request of a working client) has its keys
+// checked by one scan of its bytes, then is decoded once; a malformed one
+// goes through the token walk, whose errors name what is wrong.
 func strictUnmarshal(data []byte, v any) error {
-	if err := checkKeys(data, jsonNames(reflect.TypeOf(v).Elem())); err != nil {
+	known := jsonNames(reflect.TypeOf(v).Elem())
+	if !json.Valid(data) {
+		return strictDecode(data, v, known)
+	}
+	if err := topKeys(data, known); err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+// strictDecode is strictUnmarshal by the token walk, which names a
+// malformed body's fault.
+func strictDecode(data []byte, v any, known map[string]bool) error {
+	if err := checkKeys(data, known); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -104,13 +121,24 @@ func walkKeys(data []byte, known map[string]bool) error {
 	return nil
 }
 
+// names caches jsonNames: a body type's names are read once.
+var names sync.Map // reflect.Type → map[string]bool
+
 // jsonNames lists the json names of a struct's fields, embedded structs'
-// included.
+// included. The map is shared: never write to it.
 func jsonNames(t reflect.Type) map[string]bool {
+	if m, ok := names.Load(t); ok {
+		return m.(map[string]bool)
+	}
+	m, _ := names.LoadOrStore(t, readJSONNames(t))
+	return m.(map[string]bool)
+}
+
+func readJSONNames(t reflect.Type) map[string]bool {
 	out := map[string]bool{}
 	for f := range t.Fields() {
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			for k := range jsonNames(f.Type) {
+			for k := range readJSONNames(f.Type) {
 				out[k] = true
 			}
 			continue

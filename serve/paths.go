@@ -37,6 +37,14 @@ func uncleanPath(w http.ResponseWriter, r *http.Request) bool {
 // one; "" if nothing is. A name "." or ".." is sent percent-encoded
 // (%2E), as url.PathEscape does not.
 func pathFault(p string) string {
+	if cleanPath(p) {
+		return ""
+	}
+	return describeFault(p)
+}
+
+// describeFault is pathFault, for a path that may have a fault.
+func describeFault(p string) string {
 	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	what := ""
 	if len(segs) >= 3 && segs[0] == "v1" {
@@ -57,6 +65,31 @@ func pathFault(p string) string {
 		}
 	}
 	return ""
+}
+
+// cleanPath reports, without allocating, that pathFault finds nothing in
+// p: no segment is empty (but a trailing one), "." or "..", and a name
+// follows /v1/locks/ and its kin.
+func cleanPath(p string) bool {
+	rest := strings.TrimPrefix(p, "/")
+	for i := 0; ; i++ {
+		seg, after, more := strings.Cut(rest, "/")
+		if seg == "." || seg == ".." || (seg == "" && more) || (seg == "" && i == 2 && named(p)) {
+			return false
+		}
+		if !more {
+			return true
+		}
+		rest = after
+	}
+}
+
+// named reports whether p's third segment is a name or id: p is
+// /v1/locks/..., /v1/leases/... or their kin.
+func named(p string) bool {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(p, "/"), "v1/")
+	kind, _, _ := strings.Cut(rest, "/")
+	return ok && namedSegments[kind] != ""
 }
 
 // fault says what is wrong with one path segment: "empty" (unless

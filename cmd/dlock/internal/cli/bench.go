@@ -135,7 +135,8 @@ per second, the wait p50/p99, and the most holders seen at once (at most N).
 --serve starts dlock serve in this process on a loopback port over the backend
 and runs the uncontended and contended workloads (--goroutines, --duration)
 through its HTTP API and through the library directly, in the same run: cycles/s,
-p50/p99, the HTTP/library ratio and the server's overhead per cycle. Then it
+p50/p99, this process's CPU time per cycle (clients, server and driver), the
+HTTP/library ratio and the server's overhead per cycle. Then it
 opens --streams events streams (default 1000), one per lease, ends the leases
 (half released, half force-released) and times each stream's event.`
 

@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-// api calls the server's HTTP API as a client (token) or an admin.
+// api calls the server's HTTP API as a client (token) or an admin: the
+// requests on wire, the events streams on an http.Client.
 type api struct {
 	base         string
 	token, admin string
-	hc           *http.Client
+	wire         *wire
 }
 
 // lease is the part of the API's Lease object the benchmark reads.
@@ -74,24 +75,18 @@ func (a *api) events(ctx context.Context, hc *http.Client, id string) (*http.Res
 // do sends one request and decodes the answer into out (when non-nil);
 // any status but want is an error carrying the problem's detail.
 func (a *api) do(ctx context.Context, method, path, token string, body []byte, want int, out any) error {
-	req, err := a.request(ctx, method, path, token, body)
+	code, data, err := a.wire.do(ctx, method, path, token, body)
 	if err != nil {
-		return err
+		return fmt.Errorf("servebench: %s %s: %w", method, path, err)
 	}
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != want {
-		return problem(req, resp)
+	if code != want {
+		return problemError(method, path, code, data)
 	}
 	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			return fmt.Errorf("servebench: %s %s: decode the answer: %w", method, req.URL.Path, err)
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("servebench: %s %s: decode the answer: %w", method, path, err)
 		}
 	}
-	_, _ = io.Copy(io.Discard, resp.Body) // keep the connection reusable
 	return nil
 }
 
@@ -129,9 +124,14 @@ type problemDoc struct {
 // problem's title and detail (never the request's headers).
 func problem(req *http.Request, resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return problemError(req.Method, req.URL.Path, resp.StatusCode, raw)
+}
+
+// problemError is the error for an unexpected status and its body.
+func problemError(method, path string, code int, raw []byte) error {
 	var p problemDoc
 	if json.Unmarshal(raw, &p) != nil || (p.Title == "" && p.Detail == "") {
 		p.Detail = string(bytes.TrimSpace(raw))
 	}
-	return fmt.Errorf("servebench: %s %s: %s: %s: %s", req.Method, req.URL.Path, resp.Status, p.Title, p.Detail)
+	return fmt.Errorf("servebench: %s %s: %d %s: %s: %s", method, path, code, http.StatusText(code), p.Title, p.Detail)
 }

@@ -19,7 +19,7 @@ func (r Report) Format(w io.Writer) {
 	}
 	fmt.Fprintf(w, "dlock serve vs library on %s: %d goroutines, %s per workload and side\n\n", r.Backend, r.Goroutines, per)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tside\tops\tops/s\tp50\tp99\thandoff p50\thandoff p99\tfailed\t")
+	fmt.Fprintln(tw, "workload\tside\tops\tops/s\tp50\tp99\thandoff p50\thandoff p99\tfailed\tcpu/op\t")
 	r.Uncontended.rows(tw, fmt.Sprintf("uncontended-%d", r.Goroutines), "cycle")
 	r.Contended.rows(tw, fmt.Sprintf("contended-%d", r.Goroutines), "wait")
 	_ = tw.Flush()
@@ -42,8 +42,8 @@ func (c Compare) rows(tw io.Writer, name, what string) {
 		if s.w.HandoffP50 > 0 || s.w.HandoffP99 > 0 {
 			hp50, hp99 = short(s.w.HandoffP50), short(s.w.HandoffP99)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%s %s\t%s\t%s\t%s\t%d\t\n", name, s.side, s.w.Ops, s.w.PerSecond,
-			what, short(s.w.P50), short(s.w.P99), hp50, hp99, s.w.Failed)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%s %s\t%s\t%s\t%s\t%d\t%s\t\n", name, s.side, s.w.Ops, s.w.PerSecond,
+			what, short(s.w.P50), short(s.w.P99), hp50, hp99, s.w.Failed, micros(s.w.CPUPerOp))
 	}
 }
 

@@ -57,6 +57,11 @@ type Workload struct {
 	HandoffP50 time.Duration `json:"handoff_p50_ns,omitempty"`
 	HandoffP99 time.Duration `json:"handoff_p99_ns,omitempty"`
 	Violations int           `json:"violations,omitempty"`
+	// CPUPerOp is this process's CPU time (user and system, every
+	// goroutine: the HTTP clients', the server's, the driver's) over the
+	// run, per op; 0 where the platform does not say. Unlike the rates, it
+	// hardly depends on what else the machine runs.
+	CPUPerOp time.Duration `json:"cpu_per_op_ns,omitempty"`
 }
 
 // Streams is the events-stream phase.

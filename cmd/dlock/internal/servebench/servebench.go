@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	r := Report{Backend: backend, Goroutines: cfg.Goroutines, Duration: cfg.Duration, Ops: cfg.Ops, SSEStreams: max(cfg.SSEStreams, 0)}
 	prefix := "servebench-" + randomHex(6) + "-"
 	lib := runLibrary(ctx, l, cfg, prefix)
-	env, err := startServer(l, cfg.Goroutines)
+	env, err := startServer(l)
 	if err != nil {
 		return r, err
 	}

@@ -17,9 +17,9 @@ type server struct {
 	srv     *serve.Server
 	hs      *http.Server
 	served  chan error
-	api     *api         // workloads and admin calls (keep-alive pool)
+	api     *api         // workloads and admin calls (keep-alive connections)
 	streams *http.Client // one connection per events stream
-	tr      []*http.Transport
+	tr      *http.Transport
 }
 
 // Rate limits high enough never to throttle a benchmark client.
@@ -28,9 +28,9 @@ const (
 	unlimitedBurst = 1 << 30
 )
 
-// startServer serves l's API on 127.0.0.1 and builds the clients; workers
-// is the number of concurrent requests the workload pool must keep alive.
-func startServer(l *dlock.Locker, workers int) (*server, error) {
+// startServer serves l's API on 127.0.0.1, as dlock serve does, and
+// builds the clients.
+func startServer(l *dlock.Locker) (*server, error) {
 	token, admin := randomHex(16), randomHex(16)
 	srv, err := serve.New(serve.Config{
 		Locker: l, Tokens: []string{token}, AdminTokens: []string{admin},
@@ -45,13 +45,11 @@ func startServer(l *dlock.Locker, workers int) (*server, error) {
 		return nil, fmt.Errorf("servebench: listen on loopback: %w", err)
 	}
 	s := &server{srv: srv, served: make(chan error, 1)}
-	s.hs = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	s.hs = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() { s.served <- s.hs.Serve(ln) }()
-	pool := newTransport(2*workers + 16)
-	streams := newTransport(0)
-	s.tr = []*http.Transport{pool, streams}
-	s.api = &api{base: "http://" + ln.Addr().String(), token: token, admin: admin, hc: &http.Client{Transport: pool}}
-	s.streams = &http.Client{Transport: streams}
+	s.tr = newTransport(0)
+	s.api = &api{base: "http://" + ln.Addr().String(), token: token, admin: admin, wire: newWire(ln.Addr().String())}
+	s.streams = &http.Client{Transport: s.tr}
 	return s, nil
 }
 
@@ -78,7 +76,6 @@ func (s *server) close() {
 		_ = s.hs.Close()
 	}
 	<-s.served // http.ErrServerClosed, or the listener's failure: the figures already tell
-	for _, tr := range s.tr {
-		tr.CloseIdleConnections()
-	}
+	s.api.wire.close()
+	s.tr.CloseIdleConnections()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/internal/benchwork"
@@ -27,12 +28,16 @@ type library struct {
 func runLibrary(ctx context.Context, l *dlock.Locker, cfg Config, prefix string) library {
 	ttl := dlock.WithTTL(cfg.TTL)
 	budget := cfg.budget()
-	u := benchwork.RunCycles(ctx, budget, cfg.Goroutines, prefix+uncontendedLib,
-		benchwork.TryAcquireRelease(l, ttl), benchwork.Stop)
+	u := withCPU(func() Workload {
+		return cycles(benchwork.RunCycles(ctx, budget, cfg.Goroutines, prefix+uncontendedLib,
+			benchwork.TryAcquireRelease(l, ttl), benchwork.Stop))
+	})
 	lockers := slices.Repeat([]*dlock.Locker{l}, cfg.Goroutines)
-	c := benchwork.RunContended(ctx, budget, benchwork.Contend{Workers: cfg.Goroutines},
-		benchwork.Acquire(lockers, prefix+contendedLib, ttl, dlock.WithWait(cfg.Wait)))
-	return library{uncontended: cycles(u), contended: contention(c)}
+	c := withCPU(func() Workload {
+		return contention(benchwork.RunContended(ctx, budget, benchwork.Contend{Workers: cfg.Goroutines},
+			benchwork.Acquire(lockers, prefix+contendedLib, ttl, dlock.WithWait(cfg.Wait))))
+	})
+	return library{uncontended: u, contended: c}
 }
 
 // runHTTPUncontended is the uncontended workload over the API: acquire
@@ -45,8 +50,9 @@ func runHTTPUncontended(ctx context.Context, a *api, cfg Config, prefix string) 
 		}
 		return a.release(context.WithoutCancel(ctx), ls.ID)
 	}
-	u := benchwork.RunCycles(ctx, cfg.budget(), cfg.Goroutines, prefix+uncontendedHTTP, cycle, benchwork.Stop)
-	return cycles(u)
+	return withCPU(func() Workload {
+		return cycles(benchwork.RunCycles(ctx, cfg.budget(), cfg.Goroutines, prefix+uncontendedHTTP, cycle, benchwork.Stop))
+	})
 }
 
 // runHTTPContended is the contended workload over the API: every worker
@@ -60,8 +66,19 @@ func runHTTPContended(ctx context.Context, a *api, cfg Config, prefix string) Wo
 		}
 		return func(ctx context.Context) error { return a.release(ctx, ls.ID) }, nil
 	}
-	c := benchwork.RunContended(ctx, cfg.budget(), benchwork.Contend{Workers: cfg.Goroutines}, lock)
-	return contention(c)
+	return withCPU(func() Workload {
+		return contention(benchwork.RunContended(ctx, cfg.budget(), benchwork.Contend{Workers: cfg.Goroutines}, lock))
+	})
+}
+
+// withCPU runs a workload and adds the process's CPU time per op.
+func withCPU(run func() Workload) Workload {
+	before, ok := benchwork.ProcessCPU()
+	w := run()
+	if after, ok2 := benchwork.ProcessCPU(); ok && ok2 && w.Ops > 0 {
+		w.CPUPerOp = (after - before) / time.Duration(w.Ops)
+	}
+	return w
 }
 
 // cycles summarises an uncontended run.
