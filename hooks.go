@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -126,16 +128,39 @@ type EndEvent struct {
 
 // AddHooks adds callbacks to the Locker, for the calls that start after it
 // returns. Hooks added more than once are called once per addition, in
-// the order added.
-func (l *Locker) AddHooks(h Hooks) {
+// the order added. remove takes this addition away again, for the calls
+// that start after it returns (a server that stops, on a Locker that
+// lives on); calling it again does nothing.
+func (l *Locker) AddHooks(h Hooks) (remove func()) {
 	l.hooksMu.Lock()
 	defer l.hooksMu.Unlock()
-	old := l.hooks.Load()
 	var next []Hooks
-	if old != nil {
+	if old := l.hooks.Load(); old != nil {
 		next = append(next, *old...)
 	}
+	l.hookSeq++
+	id := l.hookSeq
+	l.hookIDs = append(l.hookIDs, id)
 	next = append(next, h)
+	l.hooks.Store(&next)
+	var once sync.Once
+	return func() { once.Do(func() { l.removeHooks(id) }) }
+}
+
+// removeHooks takes away the hooks added as id.
+func (l *Locker) removeHooks(id uint64) {
+	l.hooksMu.Lock()
+	defer l.hooksMu.Unlock()
+	i := slices.Index(l.hookIDs, id)
+	if i < 0 {
+		return
+	}
+	l.hookIDs = slices.Delete(l.hookIDs, i, i+1)
+	next := slices.Delete(slices.Clone(*l.hooks.Load()), i, i+1)
+	if len(next) == 0 {
+		l.hooks.Store(nil)
+		return
+	}
 	l.hooks.Store(&next)
 }
 

@@ -154,3 +154,46 @@ func TestHooksInvalidCallNotReported(t *testing.T) {
 	}
 	wantLines(t, h.take())
 }
+
+// TestRemovedHooksAreNotCalled: the remove func AddHooks returns takes
+// away that addition only, and a second call does nothing.
+func TestRemovedHooksAreNotCalled(t *testing.T) {
+	ctx := context.Background()
+	l, err := dlock.Open(ctx, fmt.Sprintf("mem://hooks-remove-%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	calls := map[string]int{}
+	count := func(who string) dlock.Hooks {
+		return dlock.Hooks{AcquireDone: func(context.Context, dlock.AcquireEvent) {
+			mu.Lock()
+			calls[who]++
+			mu.Unlock()
+		}}
+	}
+	removeA := l.AddHooks(count("a"))
+	removeB := l.AddHooks(count("b"))
+	l.AddHooks(count("c"))
+	cycle := func() {
+		ls, err := l.Acquire(ctx, "jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ls.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle()
+	removeB()
+	removeB()
+	cycle()
+	removeA()
+	cycle()
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["a"] != 2 || calls["b"] != 1 || calls["c"] != 3 {
+		t.Fatalf("hook calls after removals = %v, want a:2 b:1 c:3", calls)
+	}
+}

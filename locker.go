@@ -24,8 +24,10 @@ type Locker struct {
 	watchdog *watchdog
 	backend  string
 
-	hooksMu sync.Mutex              // serializes AddHooks
+	hooksMu sync.Mutex              // serializes AddHooks and their removals
 	hooks   atomic.Pointer[[]Hooks] // read on every acquire: nil when none
+	hookIDs []uint64                // hooks' additions, in the order of *hooks
+	hookSeq uint64                  // the last addition's id
 
 	mu     sync.Mutex
 	closed bool

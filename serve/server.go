@@ -142,6 +142,7 @@ type Server struct {
 	sessions *sessionStore // dashboard sign-ins, by cookie
 	signIns  *signInStore  // one-time sign-in links not yet used
 
+	unhook  func() // takes the board's hooks off the Locker
 	stop    chan struct{}
 	closing sync.Once
 	bg      sync.WaitGroup
@@ -165,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 		limiters: map[string]*rate.Limiter{}, authFails: newFailLimiter(), inFlight: newCounter(cfg.MaxConnsPerClient), viewers: newCounter(cfg.MaxDashboardStreams), sessions: newSessionStore(), signIns: newSignInStore(), stop: make(chan struct{})}
 	s.leases, s.seal, s.replicated = newLeaseTable(), seal, len(cfg.LeaseKeys) > 0
 	s.board = newBoard(cfg.Locker.Backend())
-	cfg.Locker.AddHooks(s.board.hooks())
+	s.unhook = cfg.Locker.AddHooks(s.board.hooks())
 	s.routesInit()
 	s.bg.Add(1)
 	go s.reap()
@@ -258,6 +259,7 @@ func (s *Server) Close() error {
 		}
 		close(s.stop)
 		s.bg.Wait()
+		s.unhook()
 	})
 	return err
 }
