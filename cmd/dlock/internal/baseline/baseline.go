@@ -16,6 +16,11 @@
 //	             pooled connection; contended: blocking pg_advisory_lock, polls.
 //	             lease: one-statement upsert lease + token-checked DELETE;
 //	             contended: polls
+//	mysql.go     get_lock: GET_LOCK(name, 0) + RELEASE_LOCK on a pinned
+//	             pooled connection; contended: blocking GET_LOCK, polls.
+//	             lease: one-statement upsert lease (INSERT ... ON DUPLICATE
+//	             KEY UPDATE when expired) + token-checked DELETE; contended:
+//	             polls, and a poll with backoff
 //	etcd.go      concurrency.Mutex on one concurrency.Session; contended:
 //	             Mutex.Lock (one Session each), polls of Mutex.TryLock
 //	zk.go        an ephemeral node created with the fence's write in one
@@ -26,7 +31,8 @@
 //
 // Round trips are counted where the client lets us listen: a go-redis
 // hook, a pgx QueryTracer, gRPC interceptors, the requests written on a
-// ZooKeeper connection (never a connection's set-up or keep-alive, nor
+// ZooKeeper connection, the replies read after a write on a MySQL
+// connection (never a connection's set-up or keep-alive, nor
 // pgx's once-per-connection statement preparation); the embedded SQLite
 // file has none. Server time per cycle comes from Redis
 // process CPU (INFO cpu), Postgres pg_stat_statements (when loaded) and etcd's
@@ -49,7 +55,8 @@ import (
 // Target is one backend ready to compare: both sides and the probes.
 type Target struct {
 	// Backend names the backend and mode: redis, redlock,
-	// postgres-advisory, postgres-lease, etcd, zookeeper or file.
+	// postgres-advisory, postgres-lease, mysql-get_lock, mysql-lease,
+	// etcd, zookeeper or file.
 	Backend string
 	// Baseline says what the hand-written side does in an uncontended
 	// cycle (its Contenders name their ways of waiting).
@@ -147,10 +154,12 @@ func Open(ctx context.Context, rawURL string, ttl time.Duration) (*Target, error
 		t, err = openEtcd(ctx, u, ttl, opts)
 	case "zk":
 		t, err = openZooKeeper(ctx, u, opts)
+	case "mysql", "mariadb":
+		t, err = openMySQL(ctx, u, ttl, opts)
 	case "file":
 		t, err = openFile(ctx, u, opts)
 	default:
-		return nil, fmt.Errorf("%w: no hand-written baseline for URL scheme %q (compare knows redis, rediss, redlock, postgres, postgresql, etcd, zk, file)",
+		return nil, fmt.Errorf("%w: no hand-written baseline for URL scheme %q (compare knows redis, rediss, redlock, postgres, postgresql, mysql, mariadb, etcd, zk, file)",
 			dlock.ErrInvalidArgument, u.Scheme)
 	}
 	if err != nil {
@@ -201,6 +210,22 @@ func (t *Target) dlockSide(newLocker func() (*dlock.Locker, error), rt *Counter)
 		Contenders: []Contender{{Name: "dlock", Contend: dlockContenders(newLocker)}},
 		RoundTrips: rt,
 	}, nil
+}
+
+// migratedDlockSide creates the schema with a Locker of t.NewLocker and
+// sets up the dlock side on t.NewLocker, whose round trips rt counts.
+func (t *Target) migratedDlockSide(ctx context.Context, rt *Counter) error {
+	l, err := t.NewLocker()
+	if err != nil {
+		return err
+	}
+	err = l.Migrate(ctx)
+	_ = l.Close()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	t.Dlock, err = t.dlockSide(func() (*dlock.Locker, error) { return t.NewLocker() }, rt)
+	return err
 }
 
 // dlockContenders opens one Locker per worker, each waiting without bound.

@@ -199,6 +199,35 @@ func TestComparePostgres(t *testing.T) {
 	}
 }
 
+func TestCompareMySQL(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	db := srv.URL(srv.NewDatabase(t))
+	for _, mode := range []string{"get_lock", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			cs := compare(t, db+"?mode="+mode)
+			if cs[0].Backend != "mysql-"+mode {
+				t.Errorf("backend %q", cs[0].Backend)
+			}
+			// GET_LOCK + RELEASE_LOCK, or upsert + DELETE: two statements
+			// a cycle, one round trip each (the baseline's client
+			// interpolates parameters).
+			if got := roundTrips(t, cs[0].Baseline); got != 2 {
+				t.Errorf("%s baseline: %v round trips a cycle, want exactly 2", mode, got)
+			}
+			if got := roundTrips(t, cs[0].Dlock); got < 2 {
+				t.Errorf("%s dlock: %v round trips a cycle, want at least 2", mode, got)
+			}
+			t.Logf("%s round trips a cycle: dlock %.2f, baseline %.2f", mode, *cs[0].Dlock.RoundTrips, *cs[0].Baseline.RoundTrips)
+			if blocking := hasCandidate(cs[1], "blocking GET_LOCK"); blocking != (mode == "get_lock") {
+				t.Errorf("%s contended: blocking GET_LOCK measured: %v", mode, blocking)
+			}
+			if backoff := hasCandidate(cs[1], "poll with backoff 1ms→16ms"); backoff != (mode == "lease") {
+				t.Errorf("%s contended: poll with backoff measured: %v", mode, backoff)
+			}
+		})
+	}
+}
+
 func TestCompareEtcd(t *testing.T) {
 	srv := testserver.Etcd(t)
 	cs := compare(t, srv.URL())
@@ -250,6 +279,9 @@ func TestOpenRejects(t *testing.T) {
 		{"mem://x", `"mem"`},
 		{"redis://127.0.0.1:1?fair=maybe", `fair="maybe"`},
 		{"postgres://u@h/db?mode=sideways", `mode="sideways"`},
+		{"mysql://u@h/db?mode=sideways", `mode="sideways"`},
+		{"mariadb://u@h/", "mysql://user:password@host:port/database"},
+		{"mysql://u@h/db?timeout=soon", "timeout"},
 		{"etcd://h:1?nope=1", `"nope"`},
 		{"zk://h:1?session_timeout=soon", `session_timeout="soon"`},
 		{"zk://h:1?nope=1s", `"nope"`},

@@ -44,8 +44,8 @@ func openFile(ctx context.Context, u *url.URL, opts []dlock.Option) (*Target, er
 		t.Close()
 		return nil, fmt.Errorf("create the baseline's table: %w", err)
 	}
-	f := sqliteLock{db}
-	t.Base = Side{Cycle: cycleOf(f.attempt), Contenders: polls(shared(f.attempt))}
+	mk := tokenAttempts(sqliteLock{db})
+	t.Base = Side{Cycle: cycleOf(mk), Contenders: polls(shared(mk))}
 	return t, nil
 }
 
@@ -75,17 +75,4 @@ func (f sqliteLock) try(ctx context.Context, name, tok string) (bool, error) {
 func (f sqliteLock) drop(ctx context.Context, name, tok string) error {
 	_, err := f.db.ExecContext(ctx, fileDrop, name, tok)
 	return err
-}
-
-// attempt is one INSERT OR IGNORE with a fresh token.
-func (f sqliteLock) attempt(name string) attempt {
-	key := keyFor(name)
-	return func(ctx context.Context) (func(context.Context) error, bool, error) {
-		tok := newToken()
-		ok, err := f.try(ctx, key, tok)
-		if err != nil || !ok {
-			return nil, false, err
-		}
-		return func(ctx context.Context) error { return f.drop(ctx, key, tok) }, true, nil
-	}
 }

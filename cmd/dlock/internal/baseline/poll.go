@@ -3,6 +3,7 @@ package baseline
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"time"
 
@@ -74,6 +75,39 @@ func pollWith(mk attempts, every time.Duration) func(context.Context, int, strin
 	}
 }
 
+// BackoffMin and BackoffMax bound the baseline's backoff poll: the pause
+// doubles from BackoffMin to BackoffMax, each drawn uniformly below it
+// (full jitter), so that waiters spread out.
+const (
+	BackoffMin = time.Millisecond
+	BackoffMax = 16 * time.Millisecond
+)
+
+// backoffPoll is the way of waiting a user writes to spare the server:
+// try, then pause longer after each refused attempt (BackoffMin to
+// BackoffMax, full jitter).
+func backoffPoll(mk attempts) Contender {
+	name := fmt.Sprintf("poll with backoff %s→%s", BackoffMin, BackoffMax)
+	return Contender{Name: name, Contend: func(ctx context.Context, workers int, lockName string) (benchwork.Lock, func(), error) {
+		as, teardown, err := mk(ctx, workers, lockName)
+		if err != nil {
+			return nil, nil, err
+		}
+		lock := func(ctx context.Context, w int) (func(context.Context) error, error) {
+			for d := BackoffMin; ; d = min(2*d, BackoffMax) {
+				release, ok, err := as[w](ctx)
+				if err != nil || ok {
+					return release, err
+				}
+				if err := pause(ctx, rand.N(d)+1); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return lock, teardown, nil
+	}}
+}
+
 // pause sleeps d, or yields when d is 0; it ends early with ctx.
 func pause(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
@@ -87,6 +121,29 @@ func pause(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// tokenLock is a lock kept as a row with a token: try takes name for tok
+// when it is free, drop frees it if tok still holds it.
+type tokenLock interface {
+	try(ctx context.Context, name, tok string) (bool, error)
+	drop(ctx context.Context, name, tok string) error
+}
+
+// tokenAttempts makes l's attempts: one try at the baseline's key for the
+// name with a fresh token, released by that token.
+func tokenAttempts(l tokenLock) func(name string) attempt {
+	return func(name string) attempt {
+		key := keyFor(name)
+		return func(ctx context.Context) (func(context.Context) error, bool, error) {
+			tok := newToken()
+			ok, err := l.try(ctx, key, tok)
+			if err != nil || !ok {
+				return nil, false, err
+			}
+			return func(ctx context.Context) error { return l.drop(ctx, key, tok) }, true, nil
+		}
 	}
 }
 

@@ -97,16 +97,7 @@ func (t *Target) postgresSides(ctx context.Context, cfg pglock.Config, pcfg *pgx
 		return err
 	}
 	t.NewLocker = func(o ...dlock.Option) (*dlock.Locker, error) { return cfg.Locker(dp, append(opts, o...)...) }
-	l, err := t.NewLocker()
-	if err != nil {
-		return err
-	}
-	err = l.Migrate(ctx)
-	_ = l.Close()
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if t.Dlock, err = t.dlockSide(func() (*dlock.Locker, error) { return t.NewLocker() }, drt); err != nil {
+	if err := t.migratedDlockSide(ctx, drt); err != nil {
 		return err
 	}
 	bp, err := t.pool(ctx, pcfg, brt)
@@ -122,8 +113,8 @@ func (t *Target) postgresSides(ctx context.Context, cfg pglock.Config, pcfg *pgx
 	if _, err := bp.Exec(ctx, pgLeaseSchema); err != nil {
 		return fmt.Errorf("create the baseline's lease table: %w", err)
 	}
-	ls := pgLease{bp, ttl.Milliseconds()}
-	t.Base = Side{Cycle: cycleOf(ls.attempt), Contenders: polls(shared(ls.attempt)), RoundTrips: brt}
+	mk := tokenAttempts(pgLease{bp, ttl.Milliseconds()})
+	t.Base = Side{Cycle: cycleOf(mk), Contenders: polls(shared(mk)), RoundTrips: brt}
 	return nil
 }
 
@@ -235,17 +226,4 @@ func (l pgLease) try(ctx context.Context, name, tok string) (bool, error) {
 func (l pgLease) drop(ctx context.Context, name, tok string) error {
 	_, err := l.pool.Exec(ctx, pgLeaseDrop, name, tok)
 	return err
-}
-
-// attempt is one upsert with a fresh token.
-func (l pgLease) attempt(name string) attempt {
-	key := keyFor(name)
-	return func(ctx context.Context) (func(context.Context) error, bool, error) {
-		tok := newToken()
-		ok, err := l.try(ctx, key, tok)
-		if err != nil || !ok {
-			return nil, false, err
-		}
-		return func(ctx context.Context) error { return l.drop(ctx, key, tok) }, true, nil
-	}
 }

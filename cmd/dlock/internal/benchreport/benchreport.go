@@ -31,7 +31,7 @@ var tableColumns = []struct{ name, legend string }{
 	{"HANDOFF P50 MS", "contended: the median time from a holder's release to the next grant."},
 	{"FAIRNESS", "contended: the fewest critical sections of a worker over the most (1: even; 0: a worker got none)."},
 	{"RT/OP", "client round trips per cycle or critical section, counted by a hook on each side's client (go-redis hook, " +
-		"pgx tracer, gRPC interceptors, ZooKeeper requests written); n/a: an embedded backend."},
+		"pgx tracer, gRPC interceptors, ZooKeeper requests written, MySQL replies read after a write); n/a: an embedded backend."},
 	{"SERVER µS/OP", "the server's time per op, where the backend exposes it"},
 	{"CLIENT µS/OP", "this process's CPU (user + system) per op, the harness's share included alike for both sides."},
 	{"ERRORS", "failed acquires and releases (a wait ended by the run's end is none)."},

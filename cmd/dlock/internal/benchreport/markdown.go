@@ -33,7 +33,7 @@ func WriteMarkdown(w io.Writer, cs []baseline.Comparison) error {
 	_, err := fmt.Fprintln(w, "p50/p99: one TryAcquire+Release cycle (uncontended) or the wait for the lock (contended). "+
 		"Handoff: from a holder's release to the next grant. Fairness: the fewest critical sections of a worker over the most. "+
 		"Round trips are counted by a hook on each side's client (go-redis hook, pgx tracer, gRPC interceptors, the requests written "+
-		"on a ZooKeeper connection). Server µs/op: "+orNA(serverTimeKinds(cs))+". Client µs/op: the benchmark process's CPU "+
+		"on a ZooKeeper connection, the replies read after a write on a MySQL connection). Server µs/op: "+orNA(serverTimeKinds(cs))+". Client µs/op: the benchmark process's CPU "+
 		"(user + system) per op, the harness's own share included alike for both sides. A contended ratio is against the "+
 		"baseline's best way of waiting; a busy poll is shown for reference only.")
 	return err

@@ -216,6 +216,13 @@ func serverURLs(t *testing.T, want func(name string) bool) []target {
 		}
 		return pg.NewDatabase(t) + "&mode=" + mode
 	}
+	var my *testserver.MariaDBServer
+	mysql := func(mode string) string {
+		if my == nil {
+			my = testserver.MariaDB(t)
+		}
+		return my.URL(my.NewDatabase(t)) + "?mode=" + mode
+	}
 	redlock := func() string {
 		var nodes []string
 		for range 3 {
@@ -229,6 +236,8 @@ func serverURLs(t *testing.T, want func(name string) bool) []target {
 	}{
 		{target{name: "postgres advisory", backend: "postgres-advisory", primitives: true}, func() string { return postgres("advisory") }},
 		{target{name: "postgres lease", backend: "postgres-lease", leases: true, primitives: true}, func() string { return postgres("lease") }},
+		{target{name: "mysql get_lock", backend: "mysql-get_lock"}, func() string { return mysql("get_lock") }},
+		{target{name: "mysql lease", backend: "mysql-lease", leases: true}, func() string { return mysql("lease") }},
 		{target{name: "etcd", backend: "etcd", leases: true, primitives: true}, func() string { return testserver.Etcd(t).URL() }},
 		{target{name: "redis", backend: "redis", leases: true, serve: true, primitives: true}, func() string { return testserver.Redis(t).URL() }},
 		{target{name: "redlock", backend: "redlock", leases: true}, redlock},
@@ -265,7 +274,7 @@ func machine() string {
 		}
 	}
 	var vs []string
-	for _, c := range [][]string{{"redis-server", "--version"}, {"postgres", "--version"}, {"etcd", "--version"}} {
+	for _, c := range [][]string{{"redis-server", "--version"}, {"postgres", "--version"}, {"etcd", "--version"}, {"mariadbd", "--version"}} {
 		out, err := exec.Command(c[0], c[1:]...).Output()
 		if err == nil {
 			vs = append(vs, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
@@ -288,7 +297,7 @@ const envOne = "DLOCK_BENCH_ONE"
 func TestBenchOne(t *testing.T) {
 	only := os.Getenv(envOne)
 	if only == "" {
-		t.Skipf("set %s to the backends to measure (one of postgres advisory, postgres lease, etcd, redis, redlock, zookeeper, file)", envOne)
+		t.Skipf("set %s to the backends to measure (one of postgres advisory, postgres lease, mysql get_lock, mysql lease, etcd, redis, redlock, zookeeper, file)", envOne)
 	}
 	d := envDurationOr(t, 3*time.Second)
 	want := map[string]bool{}

@@ -104,6 +104,14 @@ reference only). The table's legend explains every column.
              contended also blocking pg_advisory_lock. mode=lease (default):
              one-statement upsert lease + token-checked DELETE (creates
              table dlock_bench_lease and sequence dlock_bench_fence)
+  mysql      mode=get_lock: GET_LOCK(name, 0) + RELEASE_LOCK on a pinned
+             connection; contended also blocking GET_LOCK. mode=lease
+             (default): one INSERT ... ON DUPLICATE KEY UPDATE when expired
+             + token-checked DELETE; contended also a poll with backoff
+             (creates table dlock_bench_lease and sequence
+             dlock_bench_fence: MariaDB). Its client interpolates
+             parameters (one round trip a statement) unless the URL sets
+             interpolateParams; dlock's is as the URL says
   etcd       concurrency.Mutex on one concurrency.Session; contended also
              Mutex.Lock on a Session per waiter. The contended row times one
              etcd Put between its rounds and prints each side's handoff p50
