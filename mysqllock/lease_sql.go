@@ -40,7 +40,7 @@ WHERE name = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`
 const leaseToken = `SELECT token FROM {{table}} WHERE name = ?`
 
 // leaseRelease frees token's row (expired or not), with the owner ? (the
-// hand-on mark when the releaser holds the wake key, else ''). The row
+// hand-on mark when the releaser holds the wake key, else empty). The row
 // stays, free, until the sweep.
 const leaseRelease = `UPDATE {{table}} SET token = NULL, owner = ?, expires_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND token = ?`
