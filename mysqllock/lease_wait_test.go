@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,4 +91,44 @@ func queuedProcess(t *testing.T, d *db, name string) *exec.Cmd {
 	}
 	time.Sleep(300 * time.Millisecond) // "waiting" comes just before the Acquire
 	return cmd
+}
+
+// TestLeaseWaiterThatGaveUpNeverKeepsTheLock: a lease-mode waiter whose
+// process is stopped while it waits in the server for the wake key stops
+// waiting at its deadline, so the lock released after that goes to
+// whoever asks, not to the stopped process.
+func TestLeaseWaiterThatGaveUpNeverKeepsTheLock(t *testing.T) {
+	d := newDB(t)
+	const name, wait = "frozen-lease-waiter", 2 * time.Second
+	lease, err := d.locker(t, mysqllock.Config{}).TryAcquire(ctx(t), name, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envWaiter+"="+d.url+"\t"+name+"\t"+wait.String())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if lines := bufio.NewScanner(out); !lines.Scan() || lines.Text() != "waiting" {
+		t.Fatalf("waiter said %q", lines.Text())
+	}
+	d.waitForGetLockWaiter(t)
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	time.Sleep(wait + time.Second) // past the waiter's deadline, which it cannot see
+	if err := lease.Release(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.locker(t, mysqllock.Config{}).Acquire(ctx(t), name, dlock.WithWait(10*time.Second))
+	if err != nil {
+		t.Fatalf("the lock released %s after a stopped waiter's deadline was not free: %v", time.Since(stopped), err)
+	}
+	_ = got.Release(ctx(t))
 }
