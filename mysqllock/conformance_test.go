@@ -28,12 +28,11 @@ func TestConformanceLease(t *testing.T) {
 		NewStoppable: func(t testing.TB) (*dlock.Locker, func()) {
 			return stoppable(t, mysqllock.Config{})
 		},
-		Provides: []dlocktest.Capability{dlocktest.BatchRefresher, dlocktest.BatchReleaser,
+		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
 			dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.Migrator,
 			dlocktest.MigrationReporter, dlocktest.SettingsReporter, dlocktest.Adopter},
 		Lacks: map[dlocktest.Capability]string{
-			dlocktest.Notifier:        "MySQL has no LISTEN/NOTIFY: waiters poll with the portable backoff, bounded by the holder's TTL",
-			dlocktest.Queuer:          "MySQL has no LISTEN/NOTIFY: waiters poll with the portable backoff, bounded by the holder's TTL",
+			dlocktest.Notifier:        "waiters wait in the server, in GET_LOCK on the name's wake key (Queuer)",
 			dlocktest.EvictionWatcher: "MySQL has no channel to push a force-release on: the evicted holder learns at its next refresh",
 			dlocktest.SessionWatcher:  "a lease is a row with a TTL, not a session",
 			dlocktest.Describer:       "the portable TTL limits apply as they are",

@@ -24,8 +24,17 @@
 // stalled in the server after its caller gave up grants nothing: its
 // connection is closed, and the server rolls it back. Released rows stay
 // free for ten minutes and are then deleted (fences do not depend on
-// them). Waiters poll with the portable layer's backoff, bounded by the
-// holder's remaining TTL: MySQL has no LISTEN/NOTIFY.
+// them). MySQL has no LISTEN/NOTIFY, so waiters (driver.Queuer) wait in
+// the server, first come first served, in GET_LOCK on the name's wake
+// key, which every holder keeps while it holds the lease (a single
+// attempt's on one shared connection per Locker, a waiter's on the
+// connection it waited on) and frees right after its release: the
+// release hands the key to the first waiter, which takes the row. A
+// waiter that dies leaves the queue with its connection; one that gave
+// up, even a stopped process, stops waiting in the server at its
+// deadline. A queued waiter checks the row when the holder's TTL runs
+// out (and every second), and takes it without the key when it is free
+// while a stopped process keeps the key.
 //
 // # Get_lock mode
 //

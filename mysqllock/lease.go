@@ -40,21 +40,27 @@ type leases struct {
 	lockRow, ensureRow, draw, grant string
 	refresh, token, release, sweep  string
 	list, inspect, evict, adoptRead string
+	state                           string
+
+	// keys are the wake keys of the leases held (lease_wake.go).
+	keys *wakeKeys
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
 }
 
 func newLeases(b base) *leases {
-	d := &leases{base: b, lastSweep: time.Now()}
+	d := &leases{base: b, keys: newWakeKeys(b.db), lastSweep: time.Now()}
 	d.lockRow, d.ensureRow, d.draw, d.grant = d.sql(leaseLockRow), d.sql(leaseEnsureRow), d.sql(drawFence), d.sql(leaseGrant)
 	d.refresh, d.token, d.release, d.sweep = d.sql(leaseRefresh), d.sql(leaseToken), d.sql(leaseRelease), d.sql(leaseSweep)
 	d.list, d.inspect, d.evict, d.adoptRead = d.sql(leaseList), d.sql(leaseInspect), d.sql(leaseEvict), d.sql(leaseAdoptRead)
+	d.state = d.sql(leaseState)
 	return d
 }
 
 var (
 	_ driver.Driver            = (*leases)(nil)
+	_ driver.Queuer            = (*leases)(nil)
 	_ driver.Migrator          = (*leases)(nil)
 	_ driver.MigrationReporter = (*leases)(nil)
 )
@@ -69,26 +75,65 @@ type row struct {
 
 func (r row) live() bool { return r.token.Valid && r.micros > 0 }
 
+// handedOn reports whether a row that is not live is still kept for the
+// holder of its wake key: a holder that kept the key released it (the
+// owner is handedOnMark) less than handoffGrace ago. A row freed
+// otherwise (expired, force-released, released by a lease without the
+// key) is kept for nobody.
+func (r row) handedOn() bool {
+	return !r.token.Valid && r.owner == handedOnMark && r.micros > -handoffGrace.Microseconds()
+}
+
+// handedOnMark is the owner of a row released by a holder of its wake
+// key, which the release hands to the first waiter.
+const handedOnMark = "\x00handed-on"
+
+// handedOnHolder is whom a refusal names while the row is handed on: the
+// waiter woken by the release, for what is left of handoffGrace.
+func handedOnHolder(name string, r row) driver.Holder {
+	left := time.Duration(r.micros)*time.Microsecond + handoffGrace
+	return driver.Holder{Name: name, Owner: "nobody (released, handed to the next waiter)", Fence: r.fence, TTL: left}
+}
+
 func (r row) holder(name string) driver.Holder {
 	return driver.Holder{Name: name, Owner: r.owner, Fence: r.fence, TTL: time.Duration(r.micros) * time.Microsecond}
 }
 
-// TryAcquire makes one attempt (see leases). A name without a row gets a
-// free one first, committed on its own, and the attempt is made on it.
+// TryAcquire makes one attempt (see leases), in turn with the waiters: it
+// takes the name's wake key first (lease_wake.go), and without it grants
+// only a row that has been free or expired for handoffGrace.
 func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	g, missing, err := d.attempt(ctx, req)
+	key := d.wakeKey(req.Name)
+	keyed, err := d.keys.takeShared(ctx, key, req.Token)
+	if err != nil {
+		return driver.Grant{}, d.classify(err)
+	}
+	g, err := d.grantRow(ctx, req, keyed)
+	if keyed && (err != nil || !g.Acquired) {
+		d.keys.give(ctx, req.Token)
+	}
+	return g, err
+}
+
+// grantRow makes the grant transaction (see leases). A name without a
+// row gets a free one first, committed on its own, and the attempt is
+// made on it. keyed says whether the caller holds the name's wake key.
+func (d *leases) grantRow(ctx context.Context, req driver.Request, keyed bool) (driver.Grant, error) {
+	g, missing, err := d.attempt(ctx, req, keyed)
 	if err != nil || !missing {
 		return g, err
 	}
 	if _, err := d.db.ExecContext(ctx, d.ensureRow, req.Name); err != nil {
 		return driver.Grant{}, d.classify(err)
 	}
-	g, _, err = d.attempt(ctx, req)
+	g, _, err = d.attempt(ctx, req, keyed)
 	return g, err
 }
 
 // attempt is the grant transaction; missing is true when name has no row.
-func (d *leases) attempt(ctx context.Context, req driver.Request) (g driver.Grant, missing bool, err error) {
+// Without the wake key (keyed false), a row free or expired for less than
+// handoffGrace is refused (see handedOn).
+func (d *leases) attempt(ctx context.Context, req driver.Request, keyed bool) (g driver.Grant, missing bool, err error) {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return driver.Grant{}, false, d.classify(err)
@@ -103,6 +148,8 @@ func (d *leases) attempt(ctx context.Context, req driver.Request) (g driver.Gran
 		return driver.Grant{}, false, d.classify(err)
 	case r.live() && r.token.String != req.Token:
 		return driver.Grant{Holder: r.holder(req.Name)}, false, nil
+	case !keyed && r.token.String != req.Token && r.handedOn():
+		return driver.Grant{Holder: handedOnHolder(req.Name, r)}, false, nil
 	}
 	fence := r.fence // a retried attempt whose reply was lost keeps its grant's fence
 	if !r.token.Valid || r.token.String != req.Token {
@@ -138,7 +185,11 @@ func (d *base) drawFence(ctx context.Context, tx interface {
 // Refresh extends token's lease to ttl from now by the database clock. It
 // never revives an expired lease.
 func (d *leases) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
-	return d.tokenChecked(ctx, name, token, d.refresh, ttl.Microseconds(), name, token)
+	err := d.tokenChecked(ctx, name, token, d.refresh, ttl.Microseconds(), name, token)
+	if errors.Is(err, driver.ErrExpired) || errors.Is(err, driver.ErrTakenOver) {
+		d.keys.give(ctx, token) // the lease is gone: wake whoever waits
+	}
+	return err
 }
 
 // Release frees token's row. Releasing a lease that expired but was not
@@ -146,7 +197,13 @@ func (d *leases) Refresh(ctx context.Context, name, token string, ttl time.Durat
 // gave up) cannot grant after this: it commits only when its caller says
 // so.
 func (d *leases) Release(ctx context.Context, name, token string) error {
-	if err := d.tokenChecked(ctx, name, token, d.release, name, token); err != nil {
+	mark := ""
+	if d.keys.holding(token) {
+		mark = handedOnMark
+	}
+	err := d.tokenChecked(ctx, name, token, d.release, mark, name, token)
+	d.keys.give(ctx, token) // after the row: the woken waiter finds it free
+	if err != nil {
 		return err
 	}
 	d.maybeSweep(ctx)
@@ -198,5 +255,9 @@ func (d *leases) maybeSweep(ctx context.Context) {
 	}
 }
 
-// Close closes the pool when it was opened from a URL.
-func (d *leases) Close() error { return d.close() }
+// Close frees the wake keys left, and closes the pool when it was opened
+// from a URL.
+func (d *leases) Close() error {
+	d.keys.close()
+	return d.close()
+}

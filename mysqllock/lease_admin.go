@@ -130,8 +130,13 @@ func (d *leases) RefreshBatch(ctx context.Context, items []driver.RefreshItem) (
 }
 
 // ReleaseBatch (driver.BatchReleaser) frees many leases in one
-// transaction per batchMax items.
+// transaction per batchMax items, then their wake keys.
 func (d *leases) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
+	defer func() {
+		for _, it := range items {
+			d.keys.give(ctx, it.Token)
+		}
+	}()
 	results := make([]error, len(items))
 	for lo := 0; lo < len(items); lo += batchMax {
 		chunk := items[lo:min(lo+batchMax, len(items))]

@@ -11,6 +11,11 @@ package mysqllock
 const leaseLockRow = `SELECT token, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
 FROM {{table}} WHERE name = ? FOR UPDATE`
 
+// leaseState reads name's row as leaseLockRow does, without locking it:
+// a queued waiter's check (watchRow).
+const leaseState = `SELECT token, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM {{table}} WHERE name = ?`
+
 // leaseEnsureRow creates name's row, free, when it has none; committed on
 // its own, so that the grant's SELECT … FOR UPDATE always finds a row to
 // lock (locking a missing row takes a gap lock, on which two first
@@ -34,9 +39,10 @@ WHERE name = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`
 // token-checked statement changed nothing.
 const leaseToken = `SELECT token FROM {{table}} WHERE name = ?`
 
-// leaseRelease frees token's row (expired or not). The row stays, free,
-// until the sweep.
-const leaseRelease = `UPDATE {{table}} SET token = NULL, owner = '', expires_at = UTC_TIMESTAMP(6)
+// leaseRelease frees token's row (expired or not), with the owner ? (the
+// hand-on mark when the releaser holds the wake key, else empty). The row
+// stays, free, until the sweep.
+const leaseRelease = `UPDATE {{table}} SET token = NULL, owner = ?, expires_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND token = ?`
 
 // leaseSweep deletes free rows older than ? microseconds: fences come

@@ -1,0 +1,172 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"math"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// Lease mode's waiting (driver.Queuer): in the server, in GET_LOCK on the
+// name's wake key (lease_wake.go), first come first served.
+
+// headPoll bounds the sleep of the waiter that holds the wake key while
+// a lease without a key holds the row (its release wakes nobody), and
+// watchEvery the time between a queued waiter's checks of the row.
+const (
+	headPoll   = 250 * time.Millisecond
+	watchEvery = time.Second
+)
+
+// AcquireWait (driver.Queuer) makes one attempt, and when it loses waits
+// for the name's wake key in the server, behind the waiters that came
+// before: a release frees the key, the server gives it to the first
+// waiter at once, and that waiter takes the row, keeping the key (on the
+// connection it waited on, pinned from then on) until its own release.
+// The server wait is bounded by ctx's deadline, so a waiter stopped past
+// it never gets the key; one that dies leaves the queue with its
+// connection. While it waits, each waiter checks the row every
+// watchEvery (sooner when the holder's TTL runs out first): a row free
+// or expired for handoffGrace while someone else keeps the key (a
+// stopped or cut-off process) makes it leave the queue and take the row
+// without the key. Grant.Since is the sent time of the winning attempt.
+func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	sent := time.Now()
+	g, err := d.TryAcquire(ctx, req)
+	if err != nil || g.Acquired {
+		g.Since = sent
+		return g, err
+	}
+	last := g.Holder
+	for {
+		g, stale, err := d.queueTurn(ctx, req, last)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return driver.Grant{Holder: last}, ctx.Err()
+		case err != nil || g.Acquired:
+			return g, err
+		case stale:
+			sent = time.Now()
+			if g, err = d.grantRow(ctx, req, false); err != nil || g.Acquired {
+				g.Since = sent
+				return g, err
+			}
+		}
+		if g.Holder.Name != "" {
+			last = g.Holder
+		}
+	}
+}
+
+// queueTurn waits once for the wake key on a connection of its own and,
+// given it, takes the row (headTurn). stale is true when the watch of
+// the row ended the wait: the row has been free for handoffGrace while
+// another process kept the key.
+func (d *leases) queueTurn(ctx context.Context, req driver.Request, last driver.Holder) (g driver.Grant, stale bool, err error) {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return driver.Grant{}, false, d.classify(err)
+	}
+	key := d.wakeKey(req.Name)
+	wctx, cancel := context.WithCancel(ctx)
+	watched := make(chan bool, 1)
+	go func() { watched <- d.watchRow(wctx, req.Name, last, cancel) }()
+	var got sql.NullInt64
+	err = conn.QueryRowContext(wctx, wakeTake, key, serverWait(ctx)).Scan(&got)
+	cancel()
+	stale = <-watched
+	switch {
+	case err == nil && got.Int64 == 1:
+		return d.headTurn(ctx, req, key, conn)
+	case err == nil: // the server's timeout: the caller's deadline
+		discard(conn)
+		return driver.Grant{Holder: last}, false, context.DeadlineExceeded
+	}
+	discard(conn)
+	if stale && ctx.Err() == nil {
+		return driver.Grant{}, true, nil
+	}
+	return driver.Grant{}, false, d.classify(err)
+}
+
+// serverWait is how long GET_LOCK may wait, in seconds: until ctx's
+// deadline, a year without one.
+func serverWait(ctx context.Context) float64 {
+	if dl, ok := ctx.Deadline(); ok {
+		return math.Max(0, time.Until(dl).Seconds())
+	}
+	return 365 * 24 * 3600
+}
+
+// headTurn takes the row for the waiter that holds the wake key on conn,
+// attempting again, every headPoll at most, while a lease without the
+// key holds it. The key stays on conn for the lease granted; on any other
+// outcome conn is closed, which frees the key.
+func (d *leases) headTurn(ctx context.Context, req driver.Request, key string, conn *sql.Conn) (driver.Grant, bool, error) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		sent := time.Now()
+		g, err := d.grantRow(ctx, req, true)
+		if err == nil && g.Acquired {
+			d.keys.keep(req.Token, key, conn)
+			g.Since = sent
+			return g, false, nil
+		}
+		if err != nil {
+			discard(conn)
+			return g, false, err
+		}
+		t.Reset(pollFor(g.Holder, headPoll))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			discard(conn)
+			return driver.Grant{Holder: g.Holder}, false, ctx.Err()
+		}
+	}
+}
+
+// pollFor is how long to wait before looking at a row whose holder is h
+// again: until its TTL runs out, at most most.
+func pollFor(h driver.Holder, most time.Duration) time.Duration {
+	if h.TTL >= 0 && h.TTL+time.Millisecond < most {
+		return h.TTL + time.Millisecond
+	}
+	return most
+}
+
+// watchRow checks name's row while its caller waits for the wake key,
+// until ctx ends: when the row has been free or expired for handoffGrace
+// (the key's holder is stopped or cut off), it calls stop and reports
+// true. A failed check is retried at the next.
+func (d *leases) watchRow(ctx context.Context, name string, h driver.Holder, stop func()) bool {
+	t := time.NewTimer(pollFor(h, watchEvery))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		var r row
+		err := d.db.QueryRowContext(ctx, d.state, name).Scan(&r.token, &r.owner, &r.fence, &r.micros)
+		if err == nil && !r.live() && !r.handedOn() {
+			stop()
+			return true
+		}
+		next := watchEvery
+		if err == nil {
+			next = pollFor(r.holder(name), watchEvery)
+			if !r.live() {
+				next = pollFor(handedOnHolder(name, r), watchEvery)
+			}
+		}
+		t.Reset(next)
+	}
+}
+
+// wakeKey is name's wake key in this driver's table.
+func (d *leases) wakeKey(name string) string { return wakeKey(d.table, name) }
