@@ -136,8 +136,15 @@ func (s *MariaDBServer) install(bin string) error {
 	if os.Geteuid() == 0 {
 		args = append(args, "--user=root")
 	}
+	// A private TMPDIR: the bootstrap's temporary tables in a shared /tmp
+	// collided with another server's ("Error on delete of
+	// '/tmp/#sql-temptable-…'") when several start at once.
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), "TMPDIR="+s.tmp())
+	if err := os.MkdirAll(s.tmp(), 0o700); err != nil {
+		return err
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
 	}
@@ -154,7 +161,7 @@ func (s *MariaDBServer) Restart() error {
 	defer logf.Close()
 	args := []string{"--no-defaults", "--datadir=" + filepath.Join(s.dir, "data"),
 		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(s.Port), "--socket=" + s.socket(),
-		"--pid-file=" + filepath.Join(s.dir, "mariadb.pid"), "--skip-name-resolve", "--skip-log-bin",
+		"--pid-file=" + filepath.Join(s.dir, "mariadb.pid"), "--tmpdir=" + s.tmp(), "--skip-name-resolve", "--skip-log-bin",
 		"--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=64M",
 		"--innodb-log-file-size=48M", "--max-connections=500", "--log-error=" + filepath.Join(s.dir, "mariadb.log")}
 	if os.Geteuid() == 0 {
@@ -179,6 +186,9 @@ func (s *MariaDBServer) Restart() error {
 }
 
 func (s *MariaDBServer) socket() string { return filepath.Join(s.dir, "mariadb.sock") }
+
+// tmp is the server's own temporary directory.
+func (s *MariaDBServer) tmp() string { return filepath.Join(s.dir, "tmp") }
 
 func (s *MariaDBServer) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
