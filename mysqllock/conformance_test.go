@@ -30,7 +30,8 @@ func TestConformanceLease(t *testing.T) {
 		},
 		Provides: []dlocktest.Capability{dlocktest.BatchRefresher, dlocktest.BatchReleaser,
 			dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.Migrator,
-			dlocktest.MigrationReporter, dlocktest.SettingsReporter, dlocktest.Adopter, dlocktest.Ledger},
+			dlocktest.MigrationReporter, dlocktest.SettingsReporter, dlocktest.Adopter, dlocktest.Ledger,
+			dlocktest.Diagnoser},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.Notifier:        "MySQL has no LISTEN/NOTIFY: waiters poll with the portable backoff, bounded by the holder's TTL",
 			dlocktest.Queuer:          "MySQL has no LISTEN/NOTIFY: waiters poll with the portable backoff, bounded by the holder's TTL",
@@ -38,7 +39,6 @@ func TestConformanceLease(t *testing.T) {
 			dlocktest.SessionWatcher:  "a lease is a row with a TTL, not a session",
 			dlocktest.Describer:       "the portable TTL limits apply as they are",
 			dlocktest.LogSetter:       "the driver logs nothing",
-			dlocktest.Diagnoser:       "no deployment checks yet",
 		},
 	})
 }
@@ -64,14 +64,13 @@ func TestConformanceGetLock(t *testing.T) {
 		},
 		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.Lister, dlocktest.ForceReleaser,
 			dlocktest.SessionWatcher, dlocktest.Migrator, dlocktest.MigrationReporter, dlocktest.Describer,
-			dlocktest.SettingsReporter, dlocktest.Ledger},
+			dlocktest.SettingsReporter, dlocktest.Ledger, dlocktest.Diagnoser},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.Notifier:        "waiters wait in the server, in GET_LOCK (Queuer)",
 			dlocktest.BatchRefresher:  "a session lock needs no refresh: each lease's check is its connection's health",
 			dlocktest.BatchReleaser:   "each lock is released on its own pinned connection",
 			dlocktest.EvictionWatcher: "a force-release kills the holder's connection, which the session monitor sees",
 			dlocktest.LogSetter:       "the driver logs nothing",
-			dlocktest.Diagnoser:       "no deployment checks yet",
 			dlocktest.Adopter:         "a GET_LOCK lock is held by the connection that took it: no other connection can take it over",
 		},
 	})
