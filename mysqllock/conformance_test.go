@@ -30,15 +30,14 @@ func TestConformanceLease(t *testing.T) {
 		},
 		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.BatchRefresher, dlocktest.BatchReleaser,
 			dlocktest.Lister, dlocktest.ForceReleaser, dlocktest.Migrator,
-			dlocktest.MigrationReporter, dlocktest.SettingsReporter, dlocktest.Adopter},
+			dlocktest.MigrationReporter, dlocktest.SettingsReporter, dlocktest.Adopter, dlocktest.Ledger,
+			dlocktest.Diagnoser},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.Notifier:        "waiters wait in the server, in GET_LOCK on the name's wake key (Queuer)",
 			dlocktest.EvictionWatcher: "MySQL has no channel to push a force-release on: the evicted holder learns at its next refresh",
 			dlocktest.SessionWatcher:  "a lease is a row with a TTL, not a session",
 			dlocktest.Describer:       "the portable TTL limits apply as they are",
 			dlocktest.LogSetter:       "the driver logs nothing",
-			dlocktest.Diagnoser:       "no deployment checks yet",
-			dlocktest.Ledger:          "no run ledger yet: RunOnce needs a backend with one",
 		},
 	})
 }
@@ -64,15 +63,13 @@ func TestConformanceGetLock(t *testing.T) {
 		},
 		Provides: []dlocktest.Capability{dlocktest.Queuer, dlocktest.Lister, dlocktest.ForceReleaser,
 			dlocktest.SessionWatcher, dlocktest.Migrator, dlocktest.MigrationReporter, dlocktest.Describer,
-			dlocktest.SettingsReporter},
+			dlocktest.SettingsReporter, dlocktest.Ledger, dlocktest.Diagnoser},
 		Lacks: map[dlocktest.Capability]string{
 			dlocktest.Notifier:        "waiters wait in the server, in GET_LOCK (Queuer)",
 			dlocktest.BatchRefresher:  "a session lock needs no refresh: each lease's check is its connection's health",
 			dlocktest.BatchReleaser:   "each lock is released on its own pinned connection",
 			dlocktest.EvictionWatcher: "a force-release kills the holder's connection, which the session monitor sees",
 			dlocktest.LogSetter:       "the driver logs nothing",
-			dlocktest.Diagnoser:       "no deployment checks yet",
-			dlocktest.Ledger:          "no run ledger yet: RunOnce needs a backend with one",
 			dlocktest.Adopter:         "a GET_LOCK lock is held by the connection that took it: no other connection can take it over",
 		},
 	})

@@ -39,11 +39,19 @@ var schemaDDL = []string{
 // schemaTables are the tables schemaDDL creates, by suffix, in its order.
 var schemaTables = []string{fencesSuffix, "", holdersSuffix}
 
+// allDDL and allTables are the schema with the run ledger's tables
+// (ledger_sql.go), which Migrate creates too.
+var (
+	allDDL    = append(append([]string{}, schemaDDL...), ledgerDDL...)
+	allTables = append(append([]string{}, schemaTables...), ledgerTables...)
+)
+
 // migrateLock is the GET_LOCK name that serialises concurrent migrations.
 const migrateLock = "dlock migrate"
 
-// Migrate creates the fence counter and the lease and holders tables
-// (both modes share one schema); it is idempotent.
+// Migrate creates the fence counter, the lease and holders tables and
+// the run ledger's tables (both modes share one schema); it is
+// idempotent.
 func (b *base) Migrate(ctx context.Context) error {
 	_, err := b.MigrateReport(ctx)
 	return err
@@ -70,20 +78,20 @@ func (b *base) MigrateReport(ctx context.Context) ([]string, error) {
 }
 
 func (b *base) runDDL(ctx context.Context, conn *sql.Conn) ([]string, error) {
-	before := make([]bool, len(schemaTables))
-	for i, s := range schemaTables {
+	before := make([]bool, len(allTables))
+	for i, s := range allTables {
 		var err error
 		if before[i], err = tableExists(ctx, conn, b.table+s); err != nil {
 			return nil, err
 		}
 	}
-	for _, s := range schemaDDL {
+	for _, s := range allDDL {
 		if _, err := conn.ExecContext(ctx, b.sql(s)); err != nil {
 			return nil, err
 		}
 	}
 	var created []string
-	for i, s := range schemaTables {
+	for i, s := range allTables {
 		if !before[i] {
 			created = append(created, "table "+b.table+s)
 		}

@@ -34,7 +34,8 @@ func TestMissingSchema(t *testing.T) {
 	}
 	defer l.Close()
 	created, err := l.Driver().(driver.MigrationReporter).MigrateReport(ctx(t))
-	want := []string{"table dlock_leases_fences", "table dlock_leases", "table dlock_leases_holders"}
+	want := []string{"table dlock_leases_fences", "table dlock_leases", "table dlock_leases_holders",
+		"table dlock_leases_runs", "table dlock_leases_ledgers"}
 	if err != nil || !slices.Equal(created, want) {
 		t.Fatalf("MigrateReport: %q, %v; want %q", created, err, want)
 	}

@@ -33,8 +33,9 @@ const (
 )
 
 // DefaultTable is the lease table's default name. Both modes keep their
-// fence counter in the table named after it plus "_fences", and get_lock
-// mode its holders in the table plus "_holders".
+// fence counter in the table named after it plus "_fences", their run
+// ledger (Locker.RunOnce) in the table plus "_runs" and "_ledgers", and
+// get_lock mode its holders in the table plus "_holders".
 const DefaultTable = "dlock_leases"
 
 // Suffixes of the tables named after the lease table.
@@ -146,6 +147,8 @@ func newBase(db *sql.DB, ownDB bool, table string, mode Mode, url string) base {
 		"{{table}}", "`"+table+"`",
 		"{{fences}}", "`"+table+fencesSuffix+"`",
 		"{{holders}}", "`"+table+holdersSuffix+"`",
+		"{{runs}}", "`"+table+runsSuffix+"`",
+		"{{ledgers}}", "`"+table+ledgersSuffix+"`",
 	)
 	return b
 }
