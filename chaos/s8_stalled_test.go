@@ -23,6 +23,8 @@ func TestS8StormOnStalledServer(t *testing.T) {
 	rs := testserver.Redis(t)
 	pg := testserver.Postgres(t)
 	et := testserver.Etcd(t)
+	my := testserver.MariaDB(t)
+	myPause, myResume := func() { _ = my.Pause() }, func() { _ = my.Resume() }
 	cases := []struct {
 		b             backend
 		pause, resume func()
@@ -31,6 +33,8 @@ func TestS8StormOnStalledServer(t *testing.T) {
 		{pgBackend(t, pg, "lease"), pg.Pause, pg.Resume},
 		{pgBackend(t, pg, "advisory"), pg.Pause, pg.Resume},
 		{etcdBackend(t, et.URL()), et.Pause, et.Resume},
+		{mysqlBackend(t, my, "lease"), myPause, myResume},
+		{mysqlBackend(t, my, "get_lock"), myPause, myResume},
 	}
 	for _, c := range cases {
 		if c.b.Name == "redis" && !fullRun() {
