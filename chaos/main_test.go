@@ -18,6 +18,10 @@ const (
 	envMode = "DLOCK_CHAOS"
 	// envOut names a file the verdict table is also written to.
 	envOut = "DLOCK_CHAOS_OUT"
+	// envMerge=1 merges the run's rows into the table already in
+	// envOut (Table.MergeFile) instead of replacing it: a full run of
+	// some rows (a new backend's, a rerun) updates those rows only.
+	envMerge = "DLOCK_CHAOS_MERGE"
 	// envTrials overrides every scenario's trial count.
 	envTrials = "DLOCK_CHAOS_TRIALS"
 	// envLateEnd is the suite's self-check: a duration added to every
@@ -67,7 +71,11 @@ func TestMain(m *testing.M) {
 	fmt.Println()
 	_ = results.Markdown(os.Stdout, header)
 	if path := os.Getenv(envOut); path != "" {
-		if err := results.WriteFile(path, header); err != nil {
+		write := results.WriteFile
+		if os.Getenv(envMerge) == "1" {
+			write = results.MergeFile
+		}
+		if err := write(path, header); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos: write table:", err)
 			code = 1
 		}
