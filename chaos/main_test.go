@@ -110,7 +110,16 @@ func trials(short int) int {
 // table either way; the short run (go test, CI) logs them instead of
 // failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
 // A known bug that no longer reproduces is logged, to be removed here.
-var knownBugs = map[string]string{}
+var knownBugs = map[string]string{
+	// A waiter whose context ended right after its GET_LOCK was granted
+	// in the server: its connection is closed, and the lock stays taken
+	// until the server has ended that session.
+	"S8|mariadb (get_lock)": "mysqllock: a waiter that gave up can hold GET_LOCK until the server ends its session",
+	// The lease attempt's deferred tx.Rollback takes no context, and
+	// go-sql-driver/mysql reads its reply without a timeout: a race, seen
+	// in one trial of 20 in two of three full-mode runs.
+	"S8b|mariadb (lease)": "mysqllock: a lease attempt's Rollback waits for a stopped server, past the caller's deadline",
+}
 
 func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }
 
