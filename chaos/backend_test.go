@@ -19,7 +19,8 @@ type backend struct {
 	// TTL is the lease length scenarios use on it (etcd: whole seconds,
 	// at least 2).
 	TTL time.Duration
-	// Session is true for session-bound leases (Postgres advisory).
+	// Session is true for session-bound leases (Postgres advisory, MySQL
+	// get_lock).
 	Session bool
 	// ExpiryTick is how late the server itself may end an expired lease:
 	// etcd's lessor looks for expired leases every 500 ms (lease/lessor.go,
@@ -43,6 +44,27 @@ func redisBackend(t *testing.T, srv *testserver.RedisServer) backend {
 func pgBackend(t *testing.T, srv *testserver.PostgresServer, mode string) backend {
 	t.Helper()
 	b := backend{Name: "postgres (" + mode + ")", URL: srv.NewDatabase(t) + "&mode=" + mode, TTL: shortTTL, Session: mode == "advisory"}
+	return migrated(t, b)
+}
+
+// mysqlBackend migrates a fresh database on a MariaDB server and returns
+// it in mode lease or get_lock (session-bound: the lock is the
+// connection's).
+func mysqlBackend(t *testing.T, srv *testserver.MariaDBServer, mode string) backend {
+	t.Helper()
+	b := backend{Name: "mariadb (" + mode + ")", URL: srv.URL(srv.NewDatabase(t)) + "?mode=" + mode, TTL: shortTTL, Session: mode == "get_lock"}
+	return migrated(t, b)
+}
+
+// mysqlBackends are both modes of mysqllock, each on its own fresh
+// database of srv.
+func mysqlBackends(t *testing.T, srv *testserver.MariaDBServer) []backend {
+	return []backend{mysqlBackend(t, srv, "lease"), mysqlBackend(t, srv, "get_lock")}
+}
+
+// migrated creates b's schema and returns b.
+func migrated(t *testing.T, b backend) backend {
+	t.Helper()
 	l := openLocker(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

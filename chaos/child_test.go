@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,9 +15,6 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
-	"github.com/dlockdev/dlock/fence"
-	"github.com/dlockdev/dlock/fence/pgfence"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // envChild carries a childSpec (JSON) to a re-executed test binary.
@@ -36,9 +32,10 @@ type childSpec struct {
 	URL    string
 	Name   string
 	TTL    time.Duration
-	DB     string // the resource's Postgres URL (rmw)
+	DB     string // the resource's Postgres URL or MySQL DSN (rmw)
+	MySQL  bool   // DB is a MySQL DSN (rmw)
 	Key    string // the resource row (rmw)
-	Fenced bool   // write through pgfence (rmw); plain UPDATE otherwise
+	Fenced bool   // write through pgfence or mysqlfence (rmw); plain UPDATE otherwise
 }
 
 func childMain(raw string) int {
@@ -79,12 +76,12 @@ func (c childSpec) run() error {
 // rmw is a read-modify-write that, like a paused process, does not look at
 // the lease between its read and its write.
 func (c childSpec) rmw(ctx context.Context, ls *dlock.Lease) error {
-	pool, err := pgxpool.New(ctx, c.DB)
+	store, err := openCounters(ctx, c.DB, c.MySQL)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	n, err := readCounter(ctx, pool, c.Key)
+	defer store.Close()
+	n, err := store.read(ctx, c.Key)
 	if err != nil {
 		return err
 	}
@@ -93,7 +90,7 @@ func (c childSpec) rmw(ctx context.Context, ls *dlock.Lease) error {
 		return err
 	}
 	call := time.Now()
-	ok, err := writeCounter(ctx, pool, c.Key, ls.Fence(), n+1, c.Fenced)
+	ok, err := store.write(ctx, c.Key, ls.Fence(), n+1, c.Fenced)
 	if err != nil {
 		return err
 	}
@@ -109,36 +106,6 @@ func (c childSpec) rmw(ctx context.Context, ls *dlock.Lease) error {
 func wallExpiry(ls *dlock.Lease) time.Time {
 	now := time.Now()
 	return now.Add(ls.Expires().Sub(now))
-}
-
-// counters is the fenced resource of S1: one row per key.
-var counters = pgfence.Table{Name: "chaos_counter", Key: "id"}
-
-func createCounter(ctx context.Context, pool *pgxpool.Pool, key string) error {
-	_, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS chaos_counter (id text PRIMARY KEY, fence bigint NOT NULL DEFAULT 0, n bigint NOT NULL DEFAULT 0)`)
-	if err == nil {
-		_, err = pool.Exec(ctx, `INSERT INTO chaos_counter (id) VALUES ($1)`, key)
-	}
-	return err
-}
-
-func readCounter(ctx context.Context, pool *pgxpool.Pool, key string) (n int64, err error) {
-	err = pool.QueryRow(ctx, `SELECT n FROM chaos_counter WHERE id = $1`, key).Scan(&n)
-	return n, err
-}
-
-// writeCounter writes n, fenced or not; ok is false when the fence
-// rejected the write.
-func writeCounter(ctx context.Context, pool *pgxpool.Pool, key string, f uint64, n int64, fenced bool) (ok bool, err error) {
-	if !fenced {
-		_, err = pool.Exec(ctx, `UPDATE chaos_counter SET n = $2 WHERE id = $1`, key, n)
-		return err == nil, err
-	}
-	err = counters.Update(ctx, pool, key, f, pgfence.Values{"n": n})
-	if errors.Is(err, fence.ErrStale) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // proc is a running child process.

@@ -18,6 +18,10 @@ const (
 	envMode = "DLOCK_CHAOS"
 	// envOut names a file the verdict table is also written to.
 	envOut = "DLOCK_CHAOS_OUT"
+	// envMerge=1 merges the run's rows into the table already in
+	// envOut (Table.MergeFile) instead of replacing it: a full run of
+	// some rows (a new backend's, a rerun) updates those rows only.
+	envMerge = "DLOCK_CHAOS_MERGE"
 	// envTrials overrides every scenario's trial count.
 	envTrials = "DLOCK_CHAOS_TRIALS"
 	// envLateEnd is the suite's self-check: a duration added to every
@@ -67,7 +71,11 @@ func TestMain(m *testing.M) {
 	fmt.Println()
 	_ = results.Markdown(os.Stdout, header)
 	if path := os.Getenv(envOut); path != "" {
-		if err := results.WriteFile(path, header); err != nil {
+		write := results.WriteFile
+		if os.Getenv(envMerge) == "1" {
+			write = results.MergeFile
+		}
+		if err := write(path, header); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos: write table:", err)
 			code = 1
 		}
@@ -102,7 +110,16 @@ func trials(short int) int {
 // table either way; the short run (go test, CI) logs them instead of
 // failing, while the full run (make chaos) and DLOCK_CHAOS_STRICT=1 fail.
 // A known bug that no longer reproduces is logged, to be removed here.
-var knownBugs = map[string]string{}
+var knownBugs = map[string]string{
+	// A waiter whose context ended right after its GET_LOCK was granted
+	// in the server: its connection is closed, and the lock stays taken
+	// until the server has ended that session.
+	"S8|mariadb (get_lock)": "mysqllock: a waiter that gave up can hold GET_LOCK until the server ends its session",
+	// The lease attempt's deferred tx.Rollback takes no context, and
+	// go-sql-driver/mysql reads its reply without a timeout: a race, seen
+	// in one trial of 20 in two of three full-mode runs.
+	"S8b|mariadb (lease)": "mysqllock: a lease attempt's Rollback waits for a stopped server, past the caller's deadline",
+}
 
 func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }
 

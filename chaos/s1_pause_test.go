@@ -9,41 +9,54 @@ import (
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestS1PauseMidReadModifyWrite: a holder (a separate process) reads a
 // counter, is frozen (SIGSTOP) past its TTL, a second holder takes the
 // lock and increments the counter, and the first resumes and writes its
-// stale value. With fencing (pgfence) the resource must reject every such
+// stale value. With fencing (pgfence; mysqlfence for MySQL, whose
+// counter lives in the same MariaDB) the resource must reject every such
 // write; without it (the negative control) the update is lost.
 //
-// Postgres advisory mode is left out: its lease is the session, which a
-// frozen client keeps, so the second holder is (rightly) never granted.
+// Session-bound modes (Postgres advisory, MySQL get_lock) are left out:
+// their lease is the session, which a frozen client keeps, so the second
+// holder is (rightly) never granted.
 func TestS1PauseMidReadModifyWrite(t *testing.T) {
 	pg := testserver.Postgres(t)
-	dbURL := pg.NewDatabase(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
+	pgStore := s1Store{DB: pg.NewDatabase(t)}
+	my := testserver.MariaDB(t)
+	myStore := s1Store{DB: my.DSN(my.NewDatabase(t)), MySQL: true}
+	backends := []struct {
+		b     backend
+		store s1Store
+	}{
+		{redisBackend(t, testserver.Redis(t)), pgStore},
+		{pgBackend(t, pg, "lease"), pgStore},
+		{etcdBackend(t, testserver.Etcd(t).URL()), pgStore},
+		{fileBackend(t), pgStore},
+		{mysqlBackend(t, my, "lease"), myStore},
 	}
-	t.Cleanup(pool.Close)
-	backends := []backend{
-		redisBackend(t, testserver.Redis(t)),
-		pgBackend(t, pg, "lease"),
-		etcdBackend(t, testserver.Etcd(t).URL()),
-		fileBackend(t),
-	}
-	for _, b := range backends {
-		t.Run(b.Name, func(t *testing.T) {
+	for _, c := range backends {
+		t.Run(c.b.Name, func(t *testing.T) {
+			store, err := openCounters(context.Background(), c.store.DB, c.store.MySQL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(store.Close)
 			for _, fenced := range []bool{true, false} {
-				s1Case(t, b, pool, dbURL, fenced)
+				s1Case(t, c.b, store, c.store, fenced)
 			}
 		})
 	}
 }
 
-func s1Case(t *testing.T, b backend, pool *pgxpool.Pool, dbURL string, fenced bool) {
+// s1Store says where S1's counter lives, for the test and its child.
+type s1Store struct {
+	DB    string // a Postgres URL or a MySQL DSN
+	MySQL bool
+}
+
+func s1Case(t *testing.T, b backend, store counterStore, where s1Store, fenced bool) {
 	row := Row{Scenario: "S1 pause past TTL mid read-modify-write, fenced (stale writes accepted)", Backend: b.Name,
 		Expect: ExpectSafe, Metric: "pause→next grant"}
 	if !fenced {
@@ -53,7 +66,7 @@ func s1Case(t *testing.T, b backend, pool *pgxpool.Pool, dbURL string, fenced bo
 	locker := openLocker(t, b, dlock.WithTTL(b.TTL))
 	n := trials(1)
 	for i := range n {
-		stale, wait, lin := s1Trial(t, b, locker, pool, dbURL, fenced, i)
+		stale, wait, lin := s1Trial(t, b, locker, store, where, fenced, i)
 		row.Trials++
 		if stale {
 			row.Violations++
@@ -69,14 +82,14 @@ func s1Case(t *testing.T, b backend, pool *pgxpool.Pool, dbURL string, fenced bo
 
 // s1Trial runs one pause; stale is true when the paused holder's write was
 // accepted after the next holder's.
-func s1Trial(t *testing.T, b backend, locker *dlock.Locker, pool *pgxpool.Pool, dbURL string, fenced bool, trial int) (stale bool, wait time.Duration, lin error) {
+func s1Trial(t *testing.T, b backend, locker *dlock.Locker, store counterStore, where s1Store, fenced bool, trial int) (stale bool, wait time.Duration, lin error) {
 	ctx := context.Background()
 	name := lockName("s1", trial)
-	if err := createCounter(ctx, pool, name); err != nil {
+	if err := store.create(ctx, name); err != nil {
 		t.Fatal(err)
 	}
 	var h History
-	a := startChild(t, childSpec{Role: roleRMW, URL: b.URL, Name: name, TTL: b.TTL, DB: dbURL, Key: name, Fenced: fenced})
+	a := startChild(t, childSpec{Role: roleRMW, URL: b.URL, Name: name, TTL: b.TTL, DB: where.DB, MySQL: where.MySQL, Key: name, Fenced: fenced})
 	fA, callA, retA, _ := held(t, a.expect("held", time.Minute))
 	h.Grant(1, fA, callA, retA)
 	a.expect("read", 30*time.Second)
@@ -90,12 +103,12 @@ func s1Trial(t *testing.T, b backend, locker *dlock.Locker, pool *pgxpool.Pool, 
 	}
 	retB := time.Now()
 	h.Grant(2, ls.Fence(), callB, retB)
-	cur, err := readCounter(ctx, pool, name)
+	cur, err := store.read(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wcall := time.Now()
-	ok, err := writeCounter(ctx, pool, name, ls.Fence(), cur+1, fenced)
+	ok, err := store.write(ctx, name, ls.Fence(), cur+1, fenced)
 	if err != nil {
 		t.Fatal(err)
 	}

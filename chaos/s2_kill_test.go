@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // killGrace is the slack S2 allows past the bound: 200 ms.
@@ -16,9 +17,10 @@ const killGrace = 200 * time.Millisecond
 // holder must get the lock within TTL + 200 ms (session-bound Postgres
 // advisory locks: within 200 ms, as the session ends with the process;
 // etcd: within TTL + 500 ms + 200 ms, as etcd itself ends an expired lease
-// only at the next 500 ms tick of its lessor), with a higher fence.
+// only at the next 500 ms tick of its lessor; MySQL get_lock mode, whose
+// lock is the connection's: within 200 ms), with a higher fence.
 func TestS2ClientKilledWhileHolding(t *testing.T) {
-	for _, b := range allBackends(t) {
+	for _, b := range append(allBackends(t), mysqlBackends(t, testserver.MariaDB(t))...) {
 		t.Run(b.Name, func(t *testing.T) { s2Case(t, b) })
 	}
 }

@@ -29,7 +29,8 @@ func TestS6PostgresCrash(t *testing.T) {
 					// commit asynchronously (the schema is already safe).
 					b.URL += "&synchronous_commit=off"
 				}
-				s6Case(t, srv, b, async)
+				crash := func() { srv.Crash(); srv.Restart(t) }
+				s6Case(t, b, crash, s6Labels{"Postgres", "synchronous_commit=off"}, async)
 			})
 		}
 	}
@@ -39,11 +40,17 @@ func TestS6PostgresCrash(t *testing.T) {
 // until it reproduces its violation once.
 const controlRetries = 5
 
-func s6Case(t *testing.T, srv *testserver.PostgresServer, b backend, async bool) {
-	row := Row{Scenario: "S6 Postgres SIGKILL+restart after a grant (fence back, overlap, untold)", Backend: b.Name,
+// s6Labels name, in a row's scenario, the server crashed and the unsafe
+// setting of the control.
+type s6Labels struct{ server, unsafe string }
+
+// s6Case runs crash right after each grant on b; async is the negative
+// control, with a commit that may not survive the crash.
+func s6Case(t *testing.T, b backend, crash func(), l s6Labels, async bool) {
+	row := Row{Scenario: "S6 " + l.server + " SIGKILL+restart after a grant (fence back, overlap, untold)", Backend: b.Name,
 		Expect: ExpectSafe, Metric: "kill→holder told"}
 	if async {
-		row.Scenario = "S6 Postgres SIGKILL+restart, synchronous_commit=off control (fence reused)"
+		row.Scenario = "S6 " + l.server + " SIGKILL+restart, " + l.unsafe + " control (fence reused)"
 		row.Expect = ExpectViolation
 	}
 	a := openLocker(t, b, dlock.WithTTL(b.TTL))
@@ -51,7 +58,7 @@ func s6Case(t *testing.T, srv *testserver.PostgresServer, b backend, async bool)
 	var back, overlap, kept int
 	n := trials(1)
 	for i := 0; i < n || (async && row.Violations == 0 && i < n+controlRetries); i++ {
-		r := holdThroughFault(t, a, next, lockName("s6", i), func() { srv.Crash(); srv.Restart(t) }, 3*b.TTL)
+		r := holdThroughFault(t, a, next, lockName("s6", i), crash, 3*b.TTL)
 		row.Trials++
 		if r.fenceBack {
 			back++

@@ -48,7 +48,9 @@ func TestS7NetworkFaults(t *testing.T) {
 	rs := testserver.Redis(t)
 	pg := testserver.Postgres(t)
 	et := testserver.Etcd(t)
+	my := testserver.MariaDB(t)
 	pgAddr := fmt.Sprintf("127.0.0.1:%d", pg.Port)
+	myAddr := fmt.Sprintf("127.0.0.1:%d", my.Port)
 	backends := []struct {
 		b    backend
 		addr string
@@ -57,6 +59,8 @@ func TestS7NetworkFaults(t *testing.T) {
 		{pgBackend(t, pg, "lease"), pgAddr},
 		{pgBackend(t, pg, "advisory"), pgAddr},
 		{etcdBackend(t, et.URL()), et.Endpoint},
+		{mysqlBackend(t, my, "lease"), myAddr},
+		{mysqlBackend(t, my, "get_lock"), myAddr},
 	}
 	for j, nb := range backends {
 		for _, f := range networkFaults {
@@ -135,9 +139,9 @@ const serverFirstReason = "the server frees a session-bound lock as soon as it s
 
 // serverSeesFirst reports a fault that the server can see before the
 // holder's client: a reset of the server's side of the link ends a
-// session-bound lease (Postgres advisory) in the server at once, and the
-// next waiter can be granted a moment before the holder's client sees its
-// own side closed. No client can be told earlier than its connection
+// session-bound lease (Postgres advisory, MySQL get_lock) in the server
+// at once, and the next waiter can be granted a moment before the
+// holder's client sees its own side closed. No client can be told earlier than its connection
 // says: such a row is exempt from the no-overlap rule for the trials
 // whose history is linearizable once the holder is taken to have stopped
 // at the fault; the other rules (told within the bound, told at all,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,7 +29,7 @@ const stormWaiters = 200
 // catch a cancelled statement the server finished after the client gave
 // up.
 func TestS8CancellationStorm(t *testing.T) {
-	for _, b := range allBackends(t) {
+	for _, b := range append(allBackends(t), mysqlBackends(t, testserver.MariaDB(t))...) {
 		t.Run(b.Name, func(t *testing.T) { s8Case(t, b) })
 	}
 }
@@ -160,6 +161,8 @@ func leftovers(t *testing.T, b backend, l *dlock.Locker, name string) []string {
 		out = append(out, pgLeftovers(t, ctx, b.URL, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND $1::text IS NOT NULL`, name, "advisory locks")...)
 	case b.Name == "etcd":
 		out = append(out, etcdLeftovers(t, ctx, b.URL, name)...)
+	case strings.HasPrefix(b.Name, "mariadb"):
+		out = append(out, mysqlLeftovers(t, ctx, b.URL, name)...)
 	}
 	return out
 }
