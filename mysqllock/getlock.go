@@ -83,12 +83,27 @@ func (d *getLocks) TryAcquire(ctx context.Context, req driver.Request) (driver.G
 	return d.attempt(ctx, req, 0)
 }
 
+// waitMargin is how long before the caller's deadline a wait in the
+// server ends (AcquireWait).
+const waitMargin = 100 * time.Millisecond
+
+// holderAskTimeout bounds the question "who holds it?" after a wait
+// ended with its context: a stopped server must not keep a caller that
+// gave up waiting.
+const holderAskTimeout = 250 * time.Millisecond
+
 // AcquireWait waits in the server, in GET_LOCK, until ctx's deadline (a
 // year without one); the end of ctx closes the connection.
 func (d *getLocks) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	wait := float64(365 * 24 * 3600)
 	if dl, ok := ctx.Deadline(); ok {
-		wait = math.Max(0, time.Until(dl).Seconds())
+		// The server's wait ends waitMargin before the caller's deadline,
+		// so that its "not granted" arrives while the caller still
+		// listens. A grant the caller no longer listens for closes the
+		// connection, and the lock stays taken until the server notices
+		// (milliseconds, seen as a lock "held by connection N" after its
+		// holder released it).
+		wait = math.Max(0, (time.Until(dl) - waitMargin).Seconds())
 	}
 	g, err := d.attempt(ctx, req, wait)
 	switch {
@@ -100,7 +115,7 @@ func (d *getLocks) AcquireWait(ctx context.Context, req driver.Request) (driver.
 		return g, err
 	}
 	// The wait ended with ctx (its connection closed): say who holds it.
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holderAskTimeout)
 	defer cancel()
 	h, herr := d.holderOf(hctx, req.Name)
 	if herr != nil || h.Owner == "" {
