@@ -24,7 +24,7 @@ var layoutRules = []struct{ from, to, why string }{
 }
 
 // drivers are the backends' packages.
-var drivers = []string{"redislock", "redlock", "pglock", "etcdlock", "zklock", "filelock", "memlock"}
+var drivers = []string{"redislock", "redlock", "pglock", "mysqllock", "etcdlock", "zklock", "filelock", "memlock"}
 
 // TestLayout: the non-test imports of every package of the module keep the
 // rules of docs/layout.md, so that imports run one way: cmd, then the
