@@ -63,7 +63,14 @@ func (w *wire) do(ctx context.Context, method, path, token string, body []byte) 
 // the connection may carry another. ctx's end aborts it.
 func (wc *wireConn) roundTrip(ctx context.Context, host, method, path, token string, body []byte) (code int, data []byte, keep bool, err error) {
 	stop := context.AfterFunc(ctx, func() { _ = wc.c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	defer func() {
+		// ctx ended as the exchange did: the deadline may be set on the
+		// connection now or a moment later, and would fail the next
+		// request on it ("i/o timeout"). Do not reuse it.
+		if !stop() {
+			keep = false
+		}
+	}()
 	wc.writeRequest(host, method, path, token, body)
 	if err := wc.bw.Flush(); err != nil {
 		return 0, nil, false, ctxErr(ctx, err)
