@@ -47,7 +47,8 @@ func (s *Server) adopt(w http.ResponseWriter, r *http.Request, id string) (*entr
 		return nil, false
 	}
 	for {
-		if e, ok := s.leases.get(id); ok {
+		// An entry this server let go of (detached) is adopted anew.
+		if e, ok := s.leases.get(id); ok && !errors.Is(e.lease.Err(), dlock.ErrDetached) {
 			return e, true
 		}
 		wait := s.leases.claim(id)
