@@ -49,11 +49,11 @@ type MariaDBServer struct {
 	exited chan struct{}
 }
 
-// mariadbShared is the one server a test binary shares between tests.
-var mariadbShared struct {
-	mu   sync.Mutex
-	srv  *MariaDBServer
-	refs int
+// mariadbShared is the one MariaDB server a test binary shares.
+var mariadbShared = sharedServer[MariaDBServer]{
+	start: func(t testing.TB) *MariaDBServer { return NewMariaDBDetached(t) },
+	alive: func(s *MariaDBServer) bool { return !s.stopped() },
+	stop:  (*MariaDBServer).Stop,
 }
 
 // MariaDB returns the test binary's shared MariaDB server, starting it if
@@ -62,26 +62,7 @@ var mariadbShared struct {
 // server use NewMariaDB.
 func MariaDB(t testing.TB) *MariaDBServer {
 	t.Helper()
-	mariadbShared.mu.Lock()
-	defer mariadbShared.mu.Unlock()
-	if mariadbShared.srv == nil || mariadbShared.srv.stopped() {
-		mariadbShared.srv = NewMariaDBDetached(t)
-		mariadbShared.refs = 0
-	}
-	srv := mariadbShared.srv
-	mariadbShared.refs++
-	t.Cleanup(func() {
-		mariadbShared.mu.Lock()
-		defer mariadbShared.mu.Unlock()
-		if mariadbShared.srv != srv {
-			return
-		}
-		if mariadbShared.refs--; mariadbShared.refs == 0 {
-			srv.Stop()
-			mariadbShared.srv = nil
-		}
-	})
-	return srv
+	return mariadbShared.get(t)
 }
 
 // NewMariaDB starts a dedicated MariaDB server with more mariadbd options,

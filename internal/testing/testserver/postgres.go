@@ -64,12 +64,11 @@ type PostgresServer struct {
 	exited chan struct{}
 }
 
-// pgShared is the one server a test binary shares between tests: starting
-// PostgreSQL costs seconds, a fresh database costs milliseconds.
-var pgShared struct {
-	mu   sync.Mutex
-	srv  *PostgresServer
-	refs int
+// pgShared is the one PostgreSQL server a test binary shares.
+var pgShared = sharedServer[PostgresServer]{
+	start: NewPostgresDetached,
+	alive: func(s *PostgresServer) bool { return !s.stopped() },
+	stop:  (*PostgresServer).Stop,
 }
 
 // Postgres returns the test binary's shared PostgreSQL server, starting it
@@ -80,29 +79,7 @@ var pgShared struct {
 // stop a server should use NewPostgres.
 func Postgres(t testing.TB) *PostgresServer {
 	t.Helper()
-	pgShared.mu.Lock()
-	defer pgShared.mu.Unlock()
-	if pgShared.srv == nil || pgShared.srv.stopped() {
-		pgShared.srv = NewPostgresDetached(t)
-		pgShared.refs = 0
-	}
-	srv := pgShared.srv
-	pgShared.refs++
-	t.Cleanup(func() { pgReleaseShared(srv) })
-	return srv
-}
-
-func pgReleaseShared(srv *PostgresServer) {
-	pgShared.mu.Lock()
-	defer pgShared.mu.Unlock()
-	if pgShared.srv != srv {
-		return
-	}
-	pgShared.refs--
-	if pgShared.refs == 0 {
-		srv.Stop()
-		pgShared.srv = nil
-	}
+	return pgShared.get(t)
 }
 
 // NewPostgres starts a dedicated PostgreSQL server, stopped in t.Cleanup.
