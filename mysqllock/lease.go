@@ -134,11 +134,11 @@ func (d *leases) grantRow(ctx context.Context, req driver.Request, keyed bool) (
 // Without the wake key (keyed false), a row free or expired for less than
 // handoffGrace is refused (see handedOn).
 func (d *leases) attempt(ctx context.Context, req driver.Request, keyed bool) (g driver.Grant, missing bool, err error) {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.begin(ctx)
 	if err != nil {
 		return driver.Grant{}, false, d.classify(err)
 	}
-	defer func() { _ = tx.Rollback() }()
+	defer tx.rollback(ctx)
 	var r row
 	err = tx.QueryRowContext(ctx, d.lockRow, req.Name).Scan(&r.token, &r.owner, &r.fence, &r.micros)
 	switch {
@@ -160,7 +160,7 @@ func (d *leases) attempt(ctx context.Context, req driver.Request, keyed bool) (g
 	if _, err := tx.ExecContext(ctx, d.grant, req.Token, req.Owner, fence, req.TTL.Microseconds(), req.Name); err != nil {
 		return driver.Grant{}, false, d.classify(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.commit(ctx); err != nil {
 		return driver.Grant{}, false, d.classify(err)
 	}
 	return driver.Grant{Acquired: true, Fence: fence}, false, nil

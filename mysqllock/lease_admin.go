@@ -64,11 +64,11 @@ func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, 
 	if _, err := d.db.ExecContext(ctx, d.ensureRow, name); err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.begin(ctx)
 	if err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
 	}
-	defer func() { _ = tx.Rollback() }()
+	defer tx.rollback(ctx)
 	var r row
 	if err := tx.QueryRowContext(ctx, d.lockRow, name).Scan(&r.token, &r.owner, &r.fence, &r.micros); err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
@@ -78,7 +78,7 @@ func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, 
 		_, err = tx.ExecContext(ctx, d.evict, fence, name)
 	}
 	if err == nil {
-		err = tx.Commit()
+		err = tx.commit(ctx)
 	}
 	if err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
@@ -156,11 +156,11 @@ func (d *leases) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) (
 // results: nil, or why its token does not hold it. A release frees an
 // expired lease that nobody took over, as Release does.
 func (d *leases) batch(ctx context.Context, names, tokens []string, micros []int64, results []error) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.begin(ctx)
 	if err != nil {
 		return d.classify(err)
 	}
-	defer func() { _ = tx.Rollback() }()
+	defer tx.rollback(ctx)
 	current, err := d.lockRows(ctx, tx, names)
 	if err != nil {
 		return d.classify(err)
@@ -182,11 +182,11 @@ func (d *leases) batch(ctx context.Context, names, tokens []string, micros []int
 			return d.classify(err)
 		}
 	}
-	return d.classify(tx.Commit())
+	return d.classify(tx.commit(ctx))
 }
 
 // lockRows reads names' rows under their locks, in name order.
-func (d *leases) lockRows(ctx context.Context, tx *sql.Tx, names []string) (map[string]row, error) {
+func (d *leases) lockRows(ctx context.Context, tx *tx, names []string) (map[string]row, error) {
 	args := make([]any, len(names))
 	for i, n := range names {
 		args[i] = n

@@ -41,7 +41,7 @@ func (b *base) ClaimRun(ctx context.Context, rec driver.RunRecord, rerun bool, k
 		got  driver.RunRecord
 		mine bool
 	)
-	err := b.fenced(ctx, rec.Name, rec.Fence, func(tx *sql.Tx) (err error) {
+	err := b.fenced(ctx, rec.Name, rec.Fence, func(tx *tx) (err error) {
 		got, mine, err = b.claim(ctx, tx, rec, rerun)
 		if err == nil && mine {
 			err = b.trim(ctx, tx, rec, keep)
@@ -55,7 +55,7 @@ func (b *base) ClaimRun(ctx context.Context, rec driver.RunRecord, rerun bool, k
 }
 
 // claim decides rec's claim inside the fenced transaction.
-func (b *base) claim(ctx context.Context, tx *sql.Tx, rec driver.RunRecord, rerun bool) (driver.RunRecord, bool, error) {
+func (b *base) claim(ctx context.Context, tx *tx, rec driver.RunRecord, rerun bool) (driver.RunRecord, bool, error) {
 	var r storedRun
 	err := tx.QueryRowContext(ctx, b.sql(ledgerSlot), rec.Name, datetime(rec.Slot)).Scan(r.dest()...)
 	switch {
@@ -77,7 +77,7 @@ func (b *base) claim(ctx context.Context, tx *sql.Tx, rec driver.RunRecord, reru
 }
 
 // trim deletes the name's records beyond the newest keep, never rec's.
-func (b *base) trim(ctx context.Context, tx *sql.Tx, rec driver.RunRecord, keep int) error {
+func (b *base) trim(ctx context.Context, tx *tx, rec driver.RunRecord, keep int) error {
 	var cutoff string
 	err := tx.QueryRowContext(ctx, b.sql(ledgerCutoff), rec.Name, keep-1).Scan(&cutoff)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -95,7 +95,7 @@ func (b *base) FinishRun(ctx context.Context, rec driver.RunRecord) error {
 	if err := checkRun(rec); err != nil {
 		return err
 	}
-	return b.fenced(ctx, rec.Name, rec.Fence, func(tx *sql.Tx) error {
+	return b.fenced(ctx, rec.Name, rec.Fence, func(tx *tx) error {
 		var r storedRun
 		err := tx.QueryRowContext(ctx, b.sql(ledgerSlot), rec.Name, datetime(rec.Slot)).Scan(r.dest()...)
 		switch {
@@ -138,7 +138,7 @@ func (b *base) Runs(ctx context.Context, name string) ([]driver.RunRecord, error
 // to fence: it returns driver.ErrNotHeld without running step when the
 // name's highest fence is above fence. A name without a ledger row gets
 // one first, committed on its own, and the transaction is made again.
-func (b *base) fenced(ctx context.Context, name string, fence uint64, step func(*sql.Tx) error) error {
+func (b *base) fenced(ctx context.Context, name string, fence uint64, step func(*tx) error) error {
 	err := b.fencedTx(ctx, name, fence, step)
 	if errors.Is(err, sql.ErrNoRows) {
 		if _, err = b.db.ExecContext(ctx, b.sql(ledgerEnsure), name); err != nil {
@@ -157,12 +157,12 @@ func (b *base) fenced(ctx context.Context, name string, fence uint64, step func(
 
 // fencedTx is one attempt of fenced; it returns sql.ErrNoRows when name
 // has no ledger row.
-func (b *base) fencedTx(ctx context.Context, name string, fence uint64, step func(*sql.Tx) error) error {
-	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+func (b *base) fencedTx(ctx context.Context, name string, fence uint64, step func(*tx) error) error {
+	tx, err := b.begin(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tx.Rollback() }()
+	defer tx.rollback(ctx)
 	var highest uint64
 	if err := tx.QueryRowContext(ctx, b.sql(ledgerLock), name).Scan(&highest); err != nil {
 		return err
@@ -177,7 +177,7 @@ func (b *base) fencedTx(ctx context.Context, name string, fence uint64, step fun
 	if stepErr != nil && !errors.Is(stepErr, errNotOurs) {
 		return stepErr
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.commit(ctx); err != nil {
 		return err
 	}
 	return stepErr
