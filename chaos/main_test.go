@@ -115,10 +115,6 @@ var knownBugs = map[string]string{
 	// in the server: its connection is closed, and the lock stays taken
 	// until the server has ended that session.
 	"S8|mariadb (get_lock)": "mysqllock: a waiter that gave up can hold GET_LOCK until the server ends its session",
-	// The lease attempt's deferred tx.Rollback takes no context, and
-	// go-sql-driver/mysql reads its reply without a timeout: a race, seen
-	// in one trial of 20 in two of three full-mode runs.
-	"S8b|mariadb (lease)": "mysqllock: a lease attempt's Rollback waits for a stopped server, past the caller's deadline",
 }
 
 func strict() bool { return fullRun() || os.Getenv("DLOCK_CHAOS_STRICT") == "1" }
