@@ -110,7 +110,7 @@ func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Gra
 	}
 	g, err := d.grantRow(ctx, req, keyed)
 	if keyed && (err != nil || !g.Acquired) {
-		d.keys.give(ctx, req.Token)
+		d.keys.giveBy(ctx, req.Token)
 	}
 	return g, err
 }

@@ -127,9 +127,18 @@ func (w *wakeKeys) holding(token string) bool {
 	return ok
 }
 
-// give frees token's wake key, if it holds one, waking the next waiter.
-// A key that cannot be freed is freed by closing its connection.
+// give frees token's wake key, if it holds one, waking the next waiter,
+// within giveTimeout even when ctx has ended (a lease's release). A key
+// that cannot be freed is freed by closing its connection.
 func (w *wakeKeys) give(ctx context.Context, token string) {
+	w.giveBy(context.WithoutCancel(ctx), token)
+}
+
+// giveBy is give bounded by ctx too: an attempt that took the key and was
+// refused returns by its caller's deadline, closing the key's connection
+// if the server has not answered by then (the shared connection's other
+// keys go with it: their leases then release without waking anybody).
+func (w *wakeKeys) giveBy(ctx context.Context, token string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h, ok := w.holds[token]
@@ -137,7 +146,7 @@ func (w *wakeKeys) give(ctx context.Context, token string) {
 		return
 	}
 	delete(w.holds, token)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, giveTimeout)
 	defer cancel()
 	if h.conn != nil {
 		if _, err := h.conn.ExecContext(ctx, wakeRelease, h.key); err != nil {
