@@ -11,10 +11,34 @@ import (
 	"github.com/dlockdev/dlock/mysqllock"
 )
 
+// TestConformanceLease runs the suite on a pool with go-sql-driver/mysql's
+// defaults: each statement on its own, parameters prepared.
 func TestConformanceLease(t *testing.T) {
 	d := newDB(t)
-	dlocktest.Run(t, dlocktest.Harness{
-		New: func(t testing.TB) *dlock.Locker { return d.locker(t, mysqllock.Config{}) },
+	dlocktest.Run(t, leaseHarness(d, func(t testing.TB) *dlock.Locker { return d.locker(t, mysqllock.Config{}) }))
+}
+
+// TestConformanceLeaseBatched runs the suite on a pool that sends several
+// statements in one message, as dlock.Open makes it.
+func TestConformanceLeaseBatched(t *testing.T) {
+	d := newDB(t)
+	pool := openSQL(t, d.srv.DSN(d.name)+"?interpolateParams=true&multiStatements=true")
+	pool.SetMaxIdleConns(100)
+	dlocktest.Run(t, leaseHarness(d, func(t testing.TB) *dlock.Locker {
+		l, err := mysqllock.New(pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}))
+}
+
+// leaseHarness is the suite's harness for lease mode on d, whose Lockers
+// newLocker opens.
+func leaseHarness(d *db, newLocker func(testing.TB) *dlock.Locker) dlocktest.Harness {
+	return dlocktest.Harness{
+		New: newLocker,
 		URL: d.url,
 		TTL: suiteTTL,
 		Expire: func(t testing.TB, name string) {
@@ -40,7 +64,7 @@ func TestConformanceLease(t *testing.T) {
 			dlocktest.Describer:       "the portable TTL limits apply as they are",
 			dlocktest.LogSetter:       "the driver logs nothing",
 		},
-	})
+	}
 }
 
 // stoppable opens a Locker on a server of its own, which the suite stops.

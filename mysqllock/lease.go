@@ -33,14 +33,17 @@ const (
 // caller's COMMIT, which a caller that gave up never sends; its
 // connection is closed and the server rolls the attempt back. A loser
 // learns the holder from the same locked read. The cost is round trips:
-// five for a grant (BEGIN, SELECT, UPDATE counter, UPDATE row, COMMIT),
-// three for a loss.
+// on a pool that batches statements (batch.go, as dlock.Open makes it)
+// two for a grant (START TRANSACTION with the SELECT; the counter's and
+// the row's UPDATEs with COMMIT) and two for a loss (the SELECT; ROLLBACK);
+// one by one, five for a grant and three for a loss.
 type leases struct {
 	base
-	lockRow, ensureRow, draw, grant string
-	refresh, token, release, sweep  string
-	list, inspect, evict, adoptRead string
-	state                           string
+	lockRow, beginLockRow, ensureRow string
+	grant, grantDrawn                string
+	refresh, token, release, sweep   string
+	list, inspect, evict, adoptRead  string
+	state                            string
 
 	// keys are the wake keys of the leases held (lease_wake.go).
 	keys *wakeKeys
@@ -51,7 +54,9 @@ type leases struct {
 
 func newLeases(b base) *leases {
 	d := &leases{base: b, keys: newWakeKeys(b.db), lastSweep: time.Now()}
-	d.lockRow, d.ensureRow, d.draw, d.grant = d.sql(leaseLockRow), d.sql(leaseEnsureRow), d.sql(drawFence), d.sql(leaseGrant)
+	d.lockRow, d.ensureRow = d.sql(leaseLockRow), d.sql(leaseEnsureRow)
+	d.beginLockRow = "START TRANSACTION; " + d.lockRow
+	d.grant, d.grantDrawn = d.sql(leaseGrant), d.sql(leaseGrantDrawn)
 	d.refresh, d.token, d.release, d.sweep = d.sql(leaseRefresh), d.sql(leaseToken), d.sql(leaseRelease), d.sql(leaseSweep)
 	d.list, d.inspect, d.evict, d.adoptRead = d.sql(leaseList), d.sql(leaseInspect), d.sql(leaseEvict), d.sql(leaseAdoptRead)
 	d.state = d.sql(leaseState)
@@ -134,52 +139,106 @@ func (d *leases) grantRow(ctx context.Context, req driver.Request, keyed bool) (
 // Without the wake key (keyed false), a row free or expired for less than
 // handoffGrace is refused (see handedOn).
 func (d *leases) attempt(ctx context.Context, req driver.Request, keyed bool) (g driver.Grant, missing bool, err error) {
-	tx, err := d.begin(ctx)
+	tx, r, err := d.lockedRead(ctx, req.Name)
 	if err != nil {
 		return driver.Grant{}, false, d.classify(err)
 	}
 	defer tx.rollback(ctx)
-	var r row
-	err = tx.QueryRowContext(ctx, d.lockRow, req.Name).Scan(&r.token, &r.owner, &r.fence, &r.micros)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case r == nil:
 		return driver.Grant{}, true, nil
-	case err != nil:
-		return driver.Grant{}, false, d.classify(err)
 	case r.live() && r.token.String != req.Token:
 		return driver.Grant{Holder: r.holder(req.Name)}, false, nil
 	case !keyed && r.token.String != req.Token && r.handedOn():
-		return driver.Grant{Holder: handedOnHolder(req.Name, r)}, false, nil
+		return driver.Grant{Holder: handedOnHolder(req.Name, *r)}, false, nil
 	}
-	fence := r.fence // a retried attempt whose reply was lost keeps its grant's fence
-	if !r.token.Valid || r.token.String != req.Token {
-		if fence, err = d.drawFence(ctx, tx); err != nil {
-			return driver.Grant{}, false, d.classify(err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, d.grant, req.Token, req.Owner, fence, req.TTL.Microseconds(), req.Name); err != nil {
-		return driver.Grant{}, false, d.classify(err)
-	}
-	if err := tx.commit(ctx); err != nil {
+	fence, err := d.grantIn(ctx, tx, req, *r)
+	if err != nil {
 		return driver.Grant{}, false, d.classify(err)
 	}
 	return driver.Grant{Acquired: true, Fence: fence}, false, nil
+}
+
+// lockedRead begins the grant's transaction on a pinned connection and
+// reads name's row under its row lock, in one message when the pool
+// batches; the row is nil when name has none.
+func (d *leases) lockedRead(ctx context.Context, name string) (*tx, *row, error) {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := &tx{conn: conn}
+	if t.batch, err = d.batching(ctx, conn); err != nil {
+		t.discard()
+		return nil, nil, err
+	}
+	q := d.beginLockRow
+	if !t.batch {
+		q = d.lockRow
+		if _, err := conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
+			t.discard()
+			return nil, nil, err
+		}
+	}
+	var r row
+	err = conn.QueryRowContext(ctx, q, name).Scan(&r.token, &r.owner, &r.fence, &r.micros)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return t, nil, nil
+	case err != nil:
+		t.rollback(ctx)
+		return nil, nil, err
+	}
+	return t, &r, nil
+}
+
+// grantIn gives the locked row r to req and commits: with r's fence when
+// the row is already req's (a retried attempt whose reply was lost keeps
+// its grant's fence), else with one drawn from the counter.
+func (d *leases) grantIn(ctx context.Context, tx *tx, req driver.Request, r row) (uint64, error) {
+	ttl := req.TTL.Microseconds()
+	if r.token.Valid && r.token.String == req.Token {
+		_, err := tx.commitWith(ctx, step{d.grant, []any{req.Token, req.Owner, r.fence, ttl, req.Name}})
+		return r.fence, err
+	}
+	if !tx.batch {
+		fence, err := d.drawFence(ctx, tx)
+		if err != nil {
+			return 0, err
+		}
+		_, err = tx.commitWith(ctx, step{d.grant, []any{req.Token, req.Owner, fence, ttl, req.Name}})
+		return fence, err
+	}
+	outs, err := tx.commitWith(ctx, step{q: unsetInsertID}, step{q: d.draw},
+		step{d.grantDrawn, []any{req.Token, req.Owner, ttl, req.Name}})
+	if err != nil {
+		return 0, err
+	}
+	if outs[1].affected != 1 { // the grant changed nothing: no fence was drawn
+		return 0, d.noCounter()
+	}
+	return uint64(outs[1].id), nil
 }
 
 // drawFence bumps the fence counter inside tx and returns its new value.
 func (d *base) drawFence(ctx context.Context, tx interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }) (uint64, error) {
-	res, err := tx.ExecContext(ctx, d.sql(drawFence))
+	res, err := tx.ExecContext(ctx, d.draw)
 	if err != nil {
 		return 0, err
 	}
 	n, err := res.RowsAffected()
 	if err == nil && n != 1 {
-		return 0, &SchemaError{Mode: d.mode, URL: d.url, Err: errors.New("mysqllock: the fence counter has no row")}
+		return 0, d.noCounter()
 	}
 	v, err := res.LastInsertId()
 	return uint64(v), err
+}
+
+// noCounter is the error of a fence draw that found no counter row.
+func (d *base) noCounter() error {
+	return &SchemaError{Mode: d.mode, URL: d.url, Err: errors.New("mysqllock: the fence counter has no row")}
 }
 
 // Refresh extends token's lease to ttl from now by the database clock. It
@@ -197,17 +256,35 @@ func (d *leases) Refresh(ctx context.Context, name, token string, ttl time.Durat
 // gave up) cannot grant after this: it commits only when its caller says
 // so.
 func (d *leases) Release(ctx context.Context, name, token string) error {
+	if err := d.releaseRow(ctx, name, token); err != nil {
+		return err
+	}
+	d.maybeSweep(ctx)
+	return nil
+}
+
+// releaseRow frees token's row, then its wake key: in one message on the
+// key's connection when the pool batches, else one after the other.
+func (d *leases) releaseRow(ctx context.Context, name, token string) error {
+	if d.multi.Load() == batchYes {
+		n, held, err := d.keys.giveAfter(ctx, token, step{d.release, []any{handedOnMark, name, token}})
+		switch {
+		case !held:
+		case err != nil:
+			return d.classify(err)
+		case n == 1:
+			return nil
+		default:
+			return d.whyNot(ctx, name, token)
+		}
+	}
 	mark := ""
 	if d.keys.holding(token) {
 		mark = handedOnMark
 	}
 	err := d.tokenChecked(ctx, name, token, d.release, mark, name, token)
 	d.keys.give(ctx, token) // after the row: the woken waiter finds it free
-	if err != nil {
-		return err
-	}
-	d.maybeSweep(ctx)
-	return nil
+	return err
 }
 
 // tokenChecked runs a token-checked statement that changes one row; when

@@ -31,6 +31,16 @@ const drawFence = `UPDATE {{fences}} SET v = LAST_INSERT_ID(v + 1) WHERE id = 1`
 const leaseGrant = `UPDATE {{table}} SET token = ?, owner = ?, fence = ?,
 	expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE name = ?`
 
+// unsetInsertID sets the session's LAST_INSERT_ID to 0 before a batched
+// fence draw, so that leaseGrantDrawn changes nothing when the draw found
+// no counter row (LAST_INSERT_ID would otherwise keep an older draw).
+const unsetInsertID = `DO LAST_INSERT_ID(0)`
+
+// leaseGrantDrawn gives the locked row to a token with the fence drawn
+// just before, on the same connection (drawFence), if one was.
+const leaseGrantDrawn = `UPDATE {{table}} SET token = ?, owner = ?, fence = LAST_INSERT_ID(),
+	expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE name = ? AND LAST_INSERT_ID() > 0`
+
 // leaseRefresh extends token's unexpired lease.
 const leaseRefresh = `UPDATE {{table}} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
 WHERE name = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`

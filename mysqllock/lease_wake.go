@@ -162,6 +162,38 @@ func (w *wakeKeys) giveBy(ctx context.Context, token string) {
 	}
 }
 
+// giveAfter runs release (a statement freeing token's row) and then frees
+// token's wake key, in one message on the key's connection (its pool
+// batches): the row is free, committed, before the key wakes the next
+// waiter. held is false, and nothing is sent, when token holds no key. On
+// a failure the key's connection is closed, which frees the key.
+func (w *wakeKeys) giveAfter(ctx context.Context, token string, release step) (affected int64, held bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, ok := w.holds[token]
+	if !ok {
+		return 0, false, nil
+	}
+	delete(w.holds, token)
+	conn := h.conn
+	if conn == nil {
+		delete(w.onSh, h.key)
+		conn = w.shared
+	}
+	outs, err := execBatch(ctx, conn, []step{release, {wakeRelease, []any{h.key}}})
+	switch {
+	case err != nil && h.conn != nil:
+		discard(h.conn)
+		return 0, true, err
+	case err != nil:
+		w.dropShared()
+		return 0, true, err
+	case h.conn != nil:
+		_ = h.conn.Close()
+	}
+	return outs[0].affected, true, nil
+}
+
 // giveTimeout bounds the freeing of a key, after which its connection is
 // closed instead.
 const giveTimeout = 5 * time.Second

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/dlockdev/dlock"
 	"github.com/dlockdev/dlock/driver"
@@ -139,10 +140,12 @@ type base struct {
 	url   string // without password, for error messages; "" on a caller's pool
 	table string // unquoted
 	names *strings.Replacer
+	draw  string        // drawFence, with the tables' names
+	multi *atomic.Int32 // batching (batch.go)
 }
 
 func newBase(db *sql.DB, ownDB bool, table string, mode Mode, url string) base {
-	b := base{db: db, ownDB: ownDB, mode: mode, url: url, table: table}
+	b := base{db: db, ownDB: ownDB, mode: mode, url: url, table: table, multi: newBatchState()}
 	b.names = strings.NewReplacer(
 		"{{table}}", "`"+table+"`",
 		"{{fences}}", "`"+table+fencesSuffix+"`",
@@ -150,6 +153,7 @@ func newBase(db *sql.DB, ownDB bool, table string, mode Mode, url string) base {
 		"{{runs}}", "`"+table+runsSuffix+"`",
 		"{{ledgers}}", "`"+table+ledgersSuffix+"`",
 	)
+	b.draw = b.sql(drawFence)
 	return b
 }
 

@@ -134,5 +134,11 @@ func dsnConfig(u *url.URL, q url.Values) (*mysql.Config, error) {
 	if !q.Has("interpolateParams") {
 		mc.InterpolateParams = true
 	}
+	// And with them, several statements in one message: a grant is two
+	// round trips, not five (batch.go). Every statement mysqllock sends is
+	// a fixed template with parameters, which the driver escapes.
+	if !q.Has("multiStatements") {
+		mc.MultiStatements = true
+	}
 	return mc, nil
 }
