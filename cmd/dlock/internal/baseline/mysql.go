@@ -33,7 +33,7 @@ func openMySQL(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.
 		t.Baseline = "GET_LOCK(name, 0) + RELEASE_LOCK(name) on a pinned pooled connection"
 	}
 	bc := baselineConfig(mc, u.Query().Has("interpolateParams"))
-	if err := t.mysqlSides(ctx, cfg, mc, bc, ttl, opts); err != nil {
+	if err := t.mysqlSides(ctx, cfg, dlockConfig(mc, u.Query()), bc, ttl, opts); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -114,6 +114,20 @@ func (t *Target) mysqlSides(ctx context.Context, cfg mysqllock.Config, mc, bc *m
 	mk := tokenAttempts(ls)
 	t.Base = Side{Cycle: cycleOf(mk), Contenders: append(polls(shared(mk)), backoffPoll(shared(mk))), RoundTrips: brt}
 	return nil
+}
+
+// dlockConfig is mc as dlock.Open configures its own pool (mysqllock's
+// url.go): parameters interpolated and several statements to a message,
+// unless the URL sets them.
+func dlockConfig(mc *mysql.Config, q url.Values) *mysql.Config {
+	c := mc.Clone()
+	if !q.Has("interpolateParams") {
+		c.InterpolateParams = true
+	}
+	if !q.Has("multiStatements") {
+		c.MultiStatements = true
+	}
+	return c
 }
 
 // baselineConfig is mc as a user counting round trips sets it: the client
