@@ -67,8 +67,15 @@ func TestRefreshBatchOutcomes(t *testing.T) {
 }
 
 // TestRefreshBatchHoldsManyLeases: thousands of leases on one Locker are
-// refreshed in batches (one call per thousand leases, not one per lease)
+// refreshed in batches (many leases per call, not one call per lease)
 // and none is lost.
+//
+// How many leases share a call depends on how close together they were
+// taken: the watchdog refreshes together the leases due within a twelfth
+// of the TTL of each other, so leases taken over half a minute on a busy
+// machine fall into dozens of groups (CI saw 9000 refreshes in 104
+// calls). The test asks for at least ten per call on average: without
+// batching it is one.
 //
 // What it checks are counts, so the timings are set for a loaded 2-core
 // machine under -race, where three redis-servers, the race-instrumented
@@ -120,7 +127,7 @@ func TestRefreshBatchHoldsManyLeases(t *testing.T) {
 		t.Fatalf("%d of %d leases lost", lost, len(leases))
 	case refreshes < n:
 		t.Fatalf("%d refreshes of %d leases over a TTL (three refresh periods)", refreshes, n)
-	case calls*100 > refreshes:
+	case calls*10 > refreshes:
 		t.Fatalf("%d refreshes took %d calls: not batched", refreshes, calls)
 	}
 }
