@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // results collects every scenario's rows; TestMain prints them.
@@ -58,7 +60,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	start := time.Now()
-	code := m.Run()
+	code := testserver.KeepShared(m).Run()
 	if len(results.Rows()) == 0 {
 		os.Exit(code)
 	}

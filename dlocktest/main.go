@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"go.uber.org/goleak"
 )
 
@@ -25,13 +26,14 @@ var mainCalled bool
 // the DLOCKTEST_CHILD environment variable set) it opens Harness.URL with
 // dlock.Open, plays the requested role (hammer a counter, hold a lock until
 // killed, take lock sets) and exits. Otherwise it runs the tests and then
-// fails the binary if any goroutine leaked (go.uber.org/goleak).
+// fails the binary if any goroutine leaked (go.uber.org/goleak). The
+// shared test servers (testserver.KeepShared) live until the run ends.
 func Main(m *testing.M) {
 	if raw := os.Getenv(envChild); raw != "" {
 		os.Exit(childMain(raw))
 	}
 	mainCalled = true
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testserver.KeepShared(m))
 }
 
 func childMain(raw string) int {

@@ -3,9 +3,10 @@ package serve_test
 import (
 	"testing"
 
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"go.uber.org/goleak"
 )
 
 // TestMain fails the run if a test leaks a goroutine (streams, the
 // reaper, watchdogs).
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testserver.KeepShared(m)) }

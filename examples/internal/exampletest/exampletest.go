@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"go.uber.org/goleak"
 )
 
@@ -27,7 +28,7 @@ var built struct {
 // Main runs the tests, removes the binaries Build made, and fails the run
 // if goroutines leaked (goleak).
 func Main(m *testing.M) {
-	code := m.Run()
+	code := testserver.KeepShared(m).Run()
 	built.Lock()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

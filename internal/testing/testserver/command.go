@@ -28,7 +28,7 @@ func RunWithCommand(m *testing.M, pkg string, bin *string) int {
 		fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
 		return 1
 	}
-	code := m.Run()
+	code := KeepShared(m).Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	// go-redis and pgx pools close their background goroutines shortly
 	// after Close; the etcd client's gRPC resolver likewise.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+	goleak.VerifyTestMain(testserver.KeepShared(m), goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
 }
 
 // Each side's operations per workload in these tests, in 4 rounds: a

@@ -10,11 +10,12 @@ import (
 
 	"github.com/dlockdev/dlock/cmd/dlock/internal/baseline"
 	"github.com/dlockdev/dlock/cmd/dlock/internal/benchreport"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+	goleak.VerifyTestMain(testserver.KeepShared(m), goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
 }
 
 func f(v float64) *float64 { return &v }
