@@ -4,7 +4,7 @@ SHELL := /bin/bash
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-render demo chaos chaos-render slots failover failover-render
+.PHONY: test test-long lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-render demo chaos chaos-render slots failover failover-render
 
 test: lint unit otel examples-gocron
 
@@ -32,6 +32,12 @@ unit:
 	echo "$(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(PKGS)"; \
 	DLOCK_TEST_SKIPS=$$skips $(GO) test -race -count=1 -p 1 -timeout $(TEST_TIMEOUT) $(PKGS); rc=$$?; \
 	$(GO) run ./internal/testing/testserver/skipsummary $$skips; rm -f $$skips; exit $$rc
+
+# make test-long: the unit tests in their long forms (docs/testing.md):
+# every demo scenario on every server backend, more fault trials, the
+# controls whose counts are logged. Not part of make test.
+test-long:
+	DLOCK_TEST_LONG=1 DLOCK_TEST_TRIALS=5 TEST_TIMEOUT=90m $(MAKE) unit
 
 # The OpenTelemetry instrumentation is its own module (dlockotel), so that
 # the core does not depend on OpenTelemetry: vet, lint and test it apart.
@@ -89,7 +95,7 @@ chaos-render:
 
 # make slots: once per slot, 30 slots on every backend, five runner
 # processes whose clocks are off by up to 40% of the period (make test
-# runs 5 slots per backend). The per-backend lines (slots, runs, doubles,
+# runs 3 slots per backend). The per-backend lines (slots, runs, doubles,
 # misses) go to docs/slots-results.txt, which docs/slots.md cites.
 slots:
 	@set -o pipefail; DLOCKTEST_SLOTS=30 $(GO) test -count=1 -p 1 -v -run 'TestConformance.*/RunOnce/Skew' -timeout 60m ./filelock ./redislock ./redlock ./pglock ./etcdlock ./zklock \

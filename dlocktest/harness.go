@@ -64,4 +64,12 @@ type Harness struct {
 	// and skips a test only for what is declared lacking, with the reason.
 	Provides []Capability
 	Lacks    map[Capability]string
+
+	// Skip names behaviours (the suite's top-level subtests, as
+	// "RunOnce") not to run, each with why. A driver that runs the suite
+	// a second time on another code path (a mode, a kind of pool) skips
+	// there what does not take that path; the reason is in the test log.
+	// A name the suite does not have, or one without a reason, fails the
+	// run.
+	Skip map[string]string
 }

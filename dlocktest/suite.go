@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,9 +72,32 @@ func Run(t *testing.T, h Harness) {
 	if s.ttl == 0 {
 		s.ttl = DefaultTTL
 	}
-	for _, tc := range s.tests() {
+	tests := s.tests()
+	if err := checkSkips(h.Skip, tests); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tests {
+		if why, ok := h.Skip[tc.name]; ok {
+			t.Run(tc.name, func(t *testing.T) { t.Skip(why) })
+			continue
+		}
 		t.Run(tc.name, tc.fn)
 	}
+}
+
+// checkSkips refuses a skipped name the suite does not have, or one
+// skipped without a reason.
+func checkSkips(skip map[string]string, tests []subtest) error {
+	for name, why := range skip {
+		known := slices.ContainsFunc(tests, func(tc subtest) bool { return tc.name == name })
+		switch {
+		case !known:
+			return fmt.Errorf("dlocktest: Harness.Skip names %q, which the suite does not have", name)
+		case why == "":
+			return fmt.Errorf("dlocktest: Harness.Skip[%q] gives no reason", name)
+		}
+	}
+	return nil
 }
 
 type subtest struct {

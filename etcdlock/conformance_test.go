@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"net/url"
+	"os"
 	"testing"
 	"time"
 
@@ -18,7 +19,15 @@ func TestConformance(t *testing.T) { conformance(t, etcdlock.MinTTL) }
 // TestConformanceAboveWaitLease runs the suite with a TTL longer than the
 // test server's wait lease (MinTTLFor(250 ms) = 2 s): waiters queue under
 // the wait lease and move to the lease of the lock's TTL when granted.
-func TestConformanceAboveWaitLease(t *testing.T) { conformance(t, 3*time.Second) }
+func TestConformanceAboveWaitLease(t *testing.T) {
+	// The run ledger is the same keys and code as in TestConformance,
+	// which runs the cross-process skew test on it; here two slots check
+	// RunOnce under these settings (make slots sets its own count).
+	if os.Getenv(dlocktest.EnvSlots) == "" {
+		t.Setenv(dlocktest.EnvSlots, "2")
+	}
+	conformance(t, 3*time.Second)
+}
 
 func conformance(t *testing.T, ttl time.Duration) {
 	srv := testserver.Etcd(t)

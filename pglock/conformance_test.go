@@ -1,6 +1,7 @@
 package pglock_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/dlockdev/dlock"
@@ -40,6 +41,12 @@ func TestConformanceLease(t *testing.T) {
 }
 
 func TestConformanceAdvisory(t *testing.T) {
+	// The run ledger is the same tables and code in both modes, and lease
+	// mode runs the cross-process skew test on it; here two slots check
+	// the wiring (make slots sets its own count).
+	if os.Getenv(dlocktest.EnvSlots) == "" {
+		t.Setenv(dlocktest.EnvSlots, "2")
+	}
 	d := newDB(t)
 	cfg := pglock.Config{Mode: pglock.Advisory}
 	dlocktest.Run(t, dlocktest.Harness{

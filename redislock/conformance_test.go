@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/dlockdev/dlock"
@@ -28,6 +29,12 @@ func TestConformance(t *testing.T) {
 // TestConformanceRacing runs the suite with the fair queue off: waiters
 // are woken by pub/sub and race for the lock.
 func TestConformanceRacing(t *testing.T) {
+	// The run ledger is the same keys and code as in TestConformance,
+	// which runs the cross-process skew test on it; here two slots check
+	// RunOnce under these settings (make slots sets its own count).
+	if os.Getenv(dlocktest.EnvSlots) == "" {
+		t.Setenv(dlocktest.EnvSlots, "2")
+	}
 	srv := testserver.Redis(t)
 	admin := client(t, srv.Addr)
 	racing := redislock.Config{NoFairQueue: true}
@@ -42,7 +49,21 @@ func TestConformanceRacing(t *testing.T) {
 		},
 		Provides: provides(),
 		Lacks:    lacks(dlocktest.Queuer),
+		Skip:     racingSkips(),
 	})
+}
+
+// racingSkips are the behaviours that neither wait nor release into a
+// queue, so take the same path with the fair queue on or off:
+// TestConformance runs them.
+func racingSkips() map[string]string {
+	const why = "the same scripts with the fair queue on or off: TestConformance runs it"
+	skip := map[string]string{}
+	for _, name := range []string{"Watchdog", "ManualRefresh", "LossExpired", "LossTakenOver", "LossServerStopped",
+		"AdoptSurvivesGrantor", "AdoptDetach", "AdoptRefused", "AdoptFromKilledProcess"} {
+		skip[name] = why
+	}
+	return skip
 }
 
 func TestConformanceCluster(t *testing.T) {
