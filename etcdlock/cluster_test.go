@@ -141,19 +141,20 @@ func writeOutage(t *testing.T, endpoints []string) time.Duration {
 
 // TestLeaderElectionKeepsLock: with the minimum TTL for the cluster's
 // election timeout (8 s for etcd's default 1 s), killing the leader under
-// a held lock never loses it (5 trials), unless the cluster took longer
+// a held lock never loses it (3 trials; DLOCK_TEST_TRIALS, 5 in make
+// test-long), unless the cluster took longer
 // than the TTL's budget for an election (TTL/4, see MinTTLFor) to take a
 // write again: on a starved machine an election can take seconds, and
 // such a loss is the budget's, not the lock's (it is logged). The control takes 3 s TTLs on
 // the same cluster (claiming a short election timeout to be allowed to),
-// which the issue saw lose the lock in 3 of 5 trials: its count is
-// reported, not asserted (it depends on timing).
+// which was seen to lose the lock in 3 of 5 trials: its count is
+// reported, not asserted (it depends on timing), in make test-long only.
 func TestLeaderElectionKeepsLock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 2 minutes of leader kills")
 	}
 	c := testserver.EtcdCluster(t, 3)
-	const trials = 5
+	trials := testserver.Trials(3)
 	ttl := etcdlock.MinTTLFor(c.ElectionTimeout)
 	kept, excused := electionTrials(t, c, c.ElectionTimeout, ttl, trials)
 	t.Logf("TTL %s (election timeout %s): %d of %d trials kept the lock through a leader kill", ttl, c.ElectionTimeout, kept, trials)
@@ -165,6 +166,9 @@ func TestLeaderElectionKeepsLock(t *testing.T) {
 	}
 	if excused == trials {
 		t.Errorf("every trial's election took longer than TTL/4: the test measured nothing")
+	}
+	if !testserver.LongRun() {
+		return
 	}
 	short := 3 * time.Second
 	ctl, _ := electionTrials(t, c, c.ElectionTimeout*3/8, short, trials)
@@ -189,7 +193,7 @@ func TestLeaderElectionKeepsWaitersPlace(t *testing.T) {
 	ctx := context.Background()
 	wait := etcdlock.MinTTLFor(c.ElectionTimeout)
 	ttl := 2 * wait
-	const trials = 3
+	trials := testserver.Trials(2)
 	for i := range trials {
 		waitLeader(t, c)
 		name := fmt.Sprintf("election-waiter/%d", i)
@@ -205,7 +209,7 @@ func TestLeaderElectionKeepsWaitersPlace(t *testing.T) {
 		}()
 		queued(t, cli, name, 2)
 		place := contenders(t, cli, name)[1]
-		time.Sleep(time.Duration(i) * wait / 3 / trials)
+		time.Sleep(time.Duration(i) * wait / 3 / time.Duration(trials))
 		leader := leaderOf(t, cli, c)
 		leader.Kill()
 		time.Sleep(2 * wait)

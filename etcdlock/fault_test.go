@@ -100,13 +100,14 @@ func holdElsewhere(t *testing.T, l *dlock.Locker, name string, ttl time.Duration
 // of the acquire path: no session yet, a fresh session, a session due for
 // renewal, a name held by another Locker, between taking the session and
 // the put, and while queued behind a holder (the waiter's lease renewal
-// then hangs). With the wait lease's TTL, and a longer one (a waiter's key
-// then waits under the wait lease, and moves when granted).
+// then hangs). With a TTL longer than the wait lease (a waiter's key then
+// waits under the wait lease, and moves when granted), and in make
+// test-long also with the wait lease's own TTL.
 func TestFaultFrozen(t *testing.T) {
 	srv := testserver.Etcd(t)
 	other := locker(t, srv.Endpoint)
 	wait := etcdlock.MinTTLFor(srv.ElectionTimeout)
-	for _, ttl := range []time.Duration{wait, wait + time.Second} {
+	for _, ttl := range longOnly([]time.Duration{wait, wait + time.Second}) {
 		t.Run(fmt.Sprintf("ttl=%s", ttl), func(t *testing.T) { frozen(t, srv, other, ttl) })
 	}
 }

@@ -9,19 +9,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 )
 
 // These tests run real process trees under the dlock binary and kill
 // dlock, its guard, or its lease, then check /proc for every process the
-// job started. DLOCK_TEST_TRIALS sets the number of trials (default 3);
+// job started. DLOCK_TEST_TRIALS sets the number of trials (default 2, 5 in make test-long);
 // run with -v to see the measured times.
 
-func trials() int {
-	if n, err := strconv.Atoi(os.Getenv("DLOCK_TEST_TRIALS")); err == nil && n > 0 {
-		return n
-	}
-	return 3
-}
+func trials() int { return testserver.Trials(2) }
 
 // alive reports whether pid is a living process (not gone, not a zombie).
 func alive(pid int) bool {

@@ -79,23 +79,37 @@ func checkBillingTimeline(t *testing.T, out string) {
 	}
 }
 
-// TestDemoRedis: every scenario exits 0 on a real Redis.
-func TestDemoRedis(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long: every scenario on Redis")
+// checkDemoOn runs the demo on the server at url: in make test the tour
+// and stale-release (the naive lock, which each backend writes in its
+// own way, freed by a plain delete); every scenario in make test-long
+// (testserver.LongRun), as on the file backend in TestDemoScenarios.
+func checkDemoOn(t *testing.T, url string) {
+	t.Helper()
+	if testserver.LongRun() {
+		checkDemo(t, len(scenarios), "all", "--url", url)
+		return
 	}
-	srv := testserver.Redis(t)
-	checkDemo(t, len(scenarios), "all", "--url", srv.URL())
+	checkDemo(t, len(tour), "--url", url)
+	checkDemo(t, 1, "stale-release", "--url", url)
 }
 
-// TestDemoPostgres: every scenario exits 0 on a real PostgreSQL (singleton
-// with advisory locks).
+// TestDemoRedis: the demo exits 0 on a real Redis (checkDemoOn).
+func TestDemoRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long: the demo on Redis")
+	}
+	srv := testserver.Redis(t)
+	checkDemoOn(t, srv.URL())
+}
+
+// TestDemoPostgres: the demo exits 0 on a real PostgreSQL (checkDemoOn;
+// singleton with advisory locks).
 func TestDemoPostgres(t *testing.T) {
 	if testing.Short() {
-		t.Skip("long: every scenario on Postgres")
+		t.Skip("long: the demo on Postgres")
 	}
 	srv := testserver.Postgres(t)
-	checkDemo(t, len(scenarios), "all", "--url", srv.NewDatabase(t))
+	checkDemoOn(t, srv.NewDatabase(t))
 }
 
 // TestDemoRefusesMem: the in-process backend cannot host a multi-process
@@ -105,14 +119,14 @@ func TestDemoRefusesMem(t *testing.T) {
 	assertOneLine(t, r, "demo on mem://")
 }
 
-// TestDemoZooKeeper: every scenario exits 0 on a real ZooKeeper (the naive
-// locks as plain znodes).
+// TestDemoZooKeeper: the demo exits 0 on a real ZooKeeper (checkDemoOn;
+// the naive locks as plain znodes).
 func TestDemoZooKeeper(t *testing.T) {
 	if testing.Short() {
-		t.Skip("long: every scenario on ZooKeeper")
+		t.Skip("long: the demo on ZooKeeper")
 	}
 	srv := testserver.ZooKeeper(t)
 	// The lease is the session: a short session timeout keeps the pauses
 	// and the crash recovery as short as on the TTL backends.
-	checkDemo(t, len(scenarios), "all", "--url", srv.URL()+"?session_timeout=1500ms")
+	checkDemoOn(t, srv.URL()+"?session_timeout=1500ms")
 }
