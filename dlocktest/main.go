@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"testing"
 
-	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"go.uber.org/goleak"
 )
 
@@ -26,14 +24,14 @@ var mainCalled bool
 // the DLOCKTEST_CHILD environment variable set) it opens Harness.URL with
 // dlock.Open, plays the requested role (hammer a counter, hold a lock until
 // killed, take lock sets) and exits. Otherwise it runs the tests and then
-// fails the binary if any goroutine leaked (go.uber.org/goleak). The
-// shared test servers (testserver.KeepShared) live until the run ends.
-func Main(m *testing.M) {
+// fails the binary if any goroutine leaked (go.uber.org/goleak). m is the
+// TestMain's *testing.M, or a wrapper of it that runs it.
+func Main(m interface{ Run() int }) {
 	if raw := os.Getenv(envChild); raw != "" {
 		os.Exit(childMain(raw))
 	}
 	mainCalled = true
-	goleak.VerifyTestMain(testserver.KeepShared(m))
+	goleak.VerifyTestMain(m)
 }
 
 func childMain(raw string) int {

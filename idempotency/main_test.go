@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlockdev/dlock/dlocktest"
 	"github.com/dlockdev/dlock/idempotency"
+	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	if raw := os.Getenv(envChild); raw != "" {
 		os.Exit(childMain(raw))
 	}
-	dlocktest.Main(m)
+	dlocktest.Main(testserver.KeepShared(m))
 }
 
 // childSpec: call Do(Key) once, after stdin reaches EOF (the start gun);

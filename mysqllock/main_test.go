@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(envWaiter); spec != "" {
 		os.Exit(waiterMain(spec))
 	}
-	dlocktest.Main(m)
+	dlocktest.Main(testserver.KeepShared(m))
 }
 
 // db is one fresh database on the shared test server, with an admin pool

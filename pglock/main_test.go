@@ -22,7 +22,7 @@ const envInner = "DLOCK_PGLOCK_TEST_INNER"
 // process (testserver.Reexec).
 func TestMain(m *testing.M) {
 	if os.Getenv(envInner) != "" {
-		dlocktest.Main(m)
+		dlocktest.Main(testserver.KeepShared(m))
 	}
 	os.Exit(testserver.Reexec(envInner, func(tb testing.TB) string { return testserver.Postgres(tb).NewDatabase(tb) }))
 }

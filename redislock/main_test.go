@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if os.Getenv(envInner) != "" {
-		dlocktest.Main(m)
+		dlocktest.Main(testserver.KeepShared(m))
 	}
 	os.Exit(testserver.Reexec(envInner, func(tb testing.TB) string { return testserver.Redis(tb).URL() }))
 }

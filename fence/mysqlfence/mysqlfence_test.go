@@ -17,7 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-func TestMain(m *testing.M) { dlocktest.Main(m) }
+func TestMain(m *testing.M) { dlocktest.Main(testserver.KeepShared(m)) }
 
 var docs = mysqlfence.Table{Name: "docs", Key: "id"}
 

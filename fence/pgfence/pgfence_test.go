@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-func TestMain(m *testing.M) { dlocktest.Main(m) }
+func TestMain(m *testing.M) { dlocktest.Main(testserver.KeepShared(m)) }
 
 var docs = pgfence.Table{Name: "docs", Key: "id"}
 
