@@ -95,12 +95,12 @@ type hub struct {
 	muxes []*rediscore.Mux // by node
 
 	mu   sync.Mutex
-	last map[string]string    // channel -> id of the last release delivered
+	last map[string]release   // channel -> the last release heard of
 	hot  map[string]time.Time // name -> when an attempt was last refused
 }
 
 func newHub(d *redlock) *hub {
-	h := &hub{d: d, last: map[string]string{}, hot: map[string]time.Time{}}
+	h := &hub{d: d, last: map[string]release{}, hot: map[string]time.Time{}}
 	for _, n := range d.nodes {
 		h.muxes = append(h.muxes, rediscore.NewMux(n.client, h.fresh))
 	}

@@ -18,20 +18,32 @@ import (
 // maxRemembered bounds the hub's per-name memories.
 const maxRemembered = 1024
 
-// fresh reports whether a release message, from any node, is the first
-// of its release. Every node where the lock was released sends one, all
-// with the same id: the first wakes this driver's waiters, the copies are
-// dropped, so that one release costs each waiter one attempt.
+// release is a release heard of: its id and how many nodes sent it.
+type release struct {
+	id     string
+	copies int
+}
+
+// fresh reports whether a release message, from any node, wakes this
+// driver's waiters. Every node where the lock was released sends one,
+// all with the same id, each as soon as that node has let go. The first
+// wakes the waiters at once; the one that completes a majority wakes
+// them again, since an attempt woken by the first may have reached the
+// other nodes before the release did and been refused there, and nobody
+// else would wake it before its polling backoff. Other copies are
+// dropped: one release costs each waiter at most two attempts.
 func (h *hub) fresh(channel, id string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if id != "" && h.last[channel] == id {
-		return false
+	if last := h.last[channel]; id != "" && last.id == id {
+		last.copies++
+		h.last[channel] = last
+		return last.copies == h.d.quorum
 	}
 	if len(h.last) >= maxRemembered {
 		clear(h.last)
 	}
-	h.last[channel] = id
+	h.last[channel] = release{id: id, copies: 1}
 	return true
 }
 
