@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,7 +114,9 @@ func (b *board) hooks() dlock.Hooks {
 		Ended: func(ev dlock.EndEvent) {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			b.add(ended(ev))
+			if e := ended(ev); !b.toldHere(e) {
+				b.add(e)
+			}
 			b.touch()
 		},
 	}
@@ -165,6 +168,22 @@ func (b *board) forceReleased(name string, evicted dlock.Holder, ok bool, newFen
 	}
 	b.add(boardEvent{Time: time.Now(), Type: "force-released", Name: name, Kind: string(evicted.Kind), Fence: evicted.Fence,
 		Owner: evicted.Owner, Reason: forcedHere + "; " + next})
+}
+
+// toldHere reports whether e, a lease's loss to a force-release, is
+// already on the board as a force-release through this server: the
+// loss can reach the lease after the server has recorded its own
+// force-release (b.mu held).
+func (b *board) toldHere(e boardEvent) bool {
+	if e.Type != "force-released" {
+		return false
+	}
+	for i := range b.events.len() {
+		if o := b.events.newest(i); o.Type == "force-released" && o.Name == e.Name && o.Fence == e.Fence && strings.HasPrefix(o.Reason, forcedHere) {
+			return true
+		}
+	}
+	return false
 }
 
 // add appends an event (b.mu held).
