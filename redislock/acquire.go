@@ -35,7 +35,7 @@ func (d *redisDriver) attempt(ctx context.Context, req driver.Request, q queuing
 		if d.cfg.replicas > 0 {
 			r.g, r.us, err = d.acquireSynced(ctx, req, q)
 		} else {
-			r.g, r.us, err = d.acquire(ctx, d.client, req, q)
+			r.g, r.us, err = d.acquire(ctx, d.calls, req, q)
 		}
 		return r, err
 	})

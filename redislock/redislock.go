@@ -157,13 +157,25 @@ func (c Config) resolve() (config, error) {
 	return cfg, nil
 }
 
+// coalesceFlushes is how many pipelines of coalesced calls a driver keeps
+// in flight at most: two keep the server busy with one while the client
+// reads the other's replies. Measured with dlock bench --compare (64
+// goroutines on one Locker, 2 cores): one, two, four and eight gave 0.69,
+// 0.84, 0.81 and 0.80 of the hand-written lock's cycles, without
+// coalescing 0.65; a single goroutine is not slowed by any.
+const coalesceFlushes = 2
+
 // redisDriver implements driver.Driver and its optional Notifier,
 // BatchRefresher, Lister and ForceReleaser on one go-redis client.
 type redisDriver struct {
 	client redis.UniversalClient
-	owned  bool // opened from a URL: Close closes the client
-	keys   rediscore.Keys
-	cfg    config
+	// calls sends the acquire, refresh and release scripts that the
+	// Locker's goroutines run at the same moment together, pipelined
+	// (rediscore.Coalescer).
+	calls *rediscore.Coalescer
+	owned bool // opened from a URL: Close closes the client
+	keys  rediscore.Keys
+	cfg   config
 	// logger is cfg.logger, else the Locker's (SetLogger), else nil for
 	// slog.Default() (log).
 	logger atomic.Pointer[slog.Logger]
@@ -186,6 +198,7 @@ type redisDriver struct {
 
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
 	d := &redisDriver{client: client, owned: owned, keys: rediscore.Keys{Prefix: cfg.prefix}, cfg: cfg}
+	d.calls = rediscore.NewCoalescer(client, coalesceFlushes)
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.honours = honoursDeadlines(client)
 	d.workers = newWorkers()
@@ -237,7 +250,7 @@ func (d *redisDriver) Refresh(ctx context.Context, name, token string, ttl time.
 
 func (d *redisDriver) refreshOnce(ctx context.Context, name, token string, ttl time.Duration) error {
 	if d.cfg.replicas == 0 {
-		return d.refresh(ctx, d.client, name, token, ttl)
+		return d.refresh(ctx, d.calls, name, token, ttl)
 	}
 	var held error
 	err := d.synced(ctx, d.keys.Lock(name), "refresh of "+strconv.Quote(name), func(c *redis.Conn) error {
@@ -265,7 +278,7 @@ func (d *redisDriver) refresh(ctx context.Context, c redis.Scripter, name, token
 // queue's head (provisionally: see handoffLease), or publishes on the
 // name's release channel while someone watches it.
 func (d *redisDriver) Release(ctx context.Context, name, token string) error {
-	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.release(ctx, d.client, name, token) })
+	_, err := bounded(ctx, d, func() (struct{}, error) { return struct{}{}, d.release(ctx, d.calls, name, token) })
 	return err
 }
 
