@@ -27,7 +27,7 @@
 // them). MySQL has no LISTEN/NOTIFY, so waiters (driver.Queuer) wait in
 // the server, first come first served, in GET_LOCK on the name's wake
 // key, which every holder keeps while it holds the lease (a single
-// attempt's on one shared connection per Locker, a waiter's on the
+// attempt's on one of a few shared connections per Locker, a waiter's on the
 // connection it waited on) and frees right after its release: the
 // release hands the key to the first waiter, which takes the row. A
 // waiter that dies leaves the queue with its connection; one that gave

@@ -20,28 +20,33 @@ const (
 // leases is the lease-mode driver: one row per name in the lease table.
 //
 // A grant is one short transaction: SELECT … FOR UPDATE of the name's
-// row, and only when it is free, expired or already the token's, a fence
-// drawn from the counter and the row updated; COMMIT. The alternative, a
-// single INSERT … ON DUPLICATE KEY UPDATE whose every assignment repeats
-// the grant condition, was rejected for three reasons: MySQL applies the
-// assignments left to right (a later one sees the earlier ones' new
-// values, so the condition changes under it), the fence must come from
-// the counter in the same step (MySQL 8 has no SEQUENCE to call there),
-// and it commits on its own, whenever the server runs it: an attempt
+// row, and only when it is free, expired or already the token's, the row
+// updated with the next fence (the name's own, kept in its row: see
+// grantIn); COMMIT. The alternative, a single INSERT … ON DUPLICATE KEY
+// UPDATE whose every assignment repeats the grant condition, was rejected
+// for two reasons: MySQL applies the assignments left to right (a later
+// one sees the earlier ones' new values, so the condition changes under
+// it), and it commits on its own, whenever the server runs it: an attempt
 // stalled behind a row lock after its caller gave up would still grant
 // the lock to nobody. In a transaction, nothing is granted until the
 // caller's COMMIT, which a caller that gave up never sends; its
 // connection is closed and the server rolls the attempt back. A loser
 // learns the holder from the same locked read. The cost is round trips:
 // on a pool that batches statements (batch.go, as dlock.Open makes it)
-// two for a grant (START TRANSACTION with the SELECT; the counter's and
-// the row's UPDATEs with COMMIT) and two for a loss (the SELECT; ROLLBACK);
-// one by one, five for a grant and three for a loss.
+// two for a grant (START TRANSACTION with the SELECT; the UPDATE with
+// COMMIT) and two for a loss (the SELECT; ROLLBACK); one by one, four for
+// a grant and three for a loss.
+//
+// Fences are per name: each grant's is its row's last plus one. A row is
+// deleted only after the fence counter (the floor) was raised to its
+// fence, and a new row starts from the floor, so a name's fences rise
+// even across the sweep.
 type leases struct {
 	base
 	lockRow, beginLockRow, ensureRow string
-	grant, grantDrawn                string
-	refresh, token, release, sweep   string
+	grant                            string
+	refresh, token, release          string
+	sweepMax, raiseFloor, sweep      string
 	list, inspect, evict, adoptRead  string
 	state                            string
 
@@ -56,8 +61,9 @@ func newLeases(b base) *leases {
 	d := &leases{base: b, keys: newWakeKeys(b.db), lastSweep: time.Now()}
 	d.lockRow, d.ensureRow = d.sql(leaseLockRow), d.sql(leaseEnsureRow)
 	d.beginLockRow = "START TRANSACTION; " + d.lockRow
-	d.grant, d.grantDrawn = d.sql(leaseGrant), d.sql(leaseGrantDrawn)
-	d.refresh, d.token, d.release, d.sweep = d.sql(leaseRefresh), d.sql(leaseToken), d.sql(leaseRelease), d.sql(leaseSweep)
+	d.grant = d.sql(leaseGrant)
+	d.refresh, d.token, d.release = d.sql(leaseRefresh), d.sql(leaseToken), d.sql(leaseRelease)
+	d.sweepMax, d.raiseFloor, d.sweep = d.sql(leaseSweepMax), d.sql(leaseRaiseFloor), d.sql(leaseSweep)
 	d.list, d.inspect, d.evict, d.adoptRead = d.sql(leaseList), d.sql(leaseInspect), d.sql(leaseEvict), d.sql(leaseAdoptRead)
 	d.state = d.sql(leaseState)
 	return d
@@ -105,25 +111,49 @@ func (r row) holder(name string) driver.Holder {
 }
 
 // TryAcquire makes one attempt (see leases), in turn with the waiters: it
-// takes the name's wake key first (lease_wake.go), and without it grants
-// only a row that has been free or expired for handoffGrace.
+// asks for the name's wake key (lease_wake.go) while it reads the row, on
+// another connection at the same time, and without the key grants only a
+// row that has been free or expired for handoffGrace. A grant that did
+// not need the key keeps the lease even when asking for it failed: the
+// row is the lock, and its release then wakes nobody (the waiters find
+// the row free by their checks).
 func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	key := d.wakeKey(req.Name)
-	keyed, err := d.keys.takeShared(ctx, key, req.Token)
-	if err != nil {
-		return driver.Grant{}, d.classify(err)
+	took := make(chan keyTake, 1)
+	go func() {
+		keyed, err := d.keys.takeShared(ctx, d.wakeKey(req.Name), req.Token)
+		took <- keyTake{keyed, err}
+	}()
+	var k keyTake
+	var answered bool
+	keyed := func() (bool, error) {
+		if !answered {
+			k, answered = <-took, true
+		}
+		return k.keyed, k.err
 	}
 	g, err := d.grantRow(ctx, req, keyed)
-	if keyed && (err != nil || !g.Acquired) {
+	if held, _ := keyed(); held && (err != nil || !g.Acquired) {
 		d.keys.giveBy(ctx, req.Token)
 	}
 	return g, err
 }
 
+// keyTake is the answer to a request for a wake key.
+type keyTake struct {
+	keyed bool
+	err   error
+}
+
+// withKey and withoutKey are the answers of a caller that knows whether
+// it holds the name's wake key.
+func withKey() (bool, error)    { return true, nil }
+func withoutKey() (bool, error) { return false, nil }
+
 // grantRow makes the grant transaction (see leases). A name without a
 // row gets a free one first, committed on its own, and the attempt is
-// made on it. keyed says whether the caller holds the name's wake key.
-func (d *leases) grantRow(ctx context.Context, req driver.Request, keyed bool) (driver.Grant, error) {
+// made on it. keyed says whether the caller holds the name's wake key,
+// when the attempt needs to know.
+func (d *leases) grantRow(ctx context.Context, req driver.Request, keyed func() (bool, error)) (driver.Grant, error) {
 	g, missing, err := d.attempt(ctx, req, keyed)
 	if err != nil || !missing {
 		return g, err
@@ -131,14 +161,16 @@ func (d *leases) grantRow(ctx context.Context, req driver.Request, keyed bool) (
 	if _, err := d.db.ExecContext(ctx, d.ensureRow, req.Name); err != nil {
 		return driver.Grant{}, d.classify(err)
 	}
-	g, _, err = d.attempt(ctx, req, keyed)
+	if g, missing, err = d.attempt(ctx, req, keyed); err == nil && missing {
+		return driver.Grant{}, d.noCounter() // the row could not be created
+	}
 	return g, err
 }
 
 // attempt is the grant transaction; missing is true when name has no row.
-// Without the wake key (keyed false), a row free or expired for less than
-// handoffGrace is refused (see handedOn).
-func (d *leases) attempt(ctx context.Context, req driver.Request, keyed bool) (g driver.Grant, missing bool, err error) {
+// Without the wake key, a row free or expired for less than handoffGrace
+// is refused (see handedOn).
+func (d *leases) attempt(ctx context.Context, req driver.Request, keyed func() (bool, error)) (g driver.Grant, missing bool, err error) {
 	tx, r, err := d.lockedRead(ctx, req.Name)
 	if err != nil {
 		return driver.Grant{}, false, d.classify(err)
@@ -149,8 +181,14 @@ func (d *leases) attempt(ctx context.Context, req driver.Request, keyed bool) (g
 		return driver.Grant{}, true, nil
 	case r.live() && r.token.String != req.Token:
 		return driver.Grant{Holder: r.holder(req.Name)}, false, nil
-	case !keyed && r.token.String != req.Token && r.handedOn():
-		return driver.Grant{Holder: handedOnHolder(req.Name, *r)}, false, nil
+	case r.token.String != req.Token && r.handedOn():
+		held, err := keyed()
+		if err != nil {
+			return driver.Grant{}, false, d.classify(err)
+		}
+		if !held {
+			return driver.Grant{Holder: handedOnHolder(req.Name, *r)}, false, nil
+		}
 	}
 	fence, err := d.grantIn(ctx, tx, req, *r)
 	if err != nil {
@@ -194,30 +232,17 @@ func (d *leases) lockedRead(ctx context.Context, name string) (*tx, *row, error)
 
 // grantIn gives the locked row r to req and commits: with r's fence when
 // the row is already req's (a retried attempt whose reply was lost keeps
-// its grant's fence), else with one drawn from the counter.
+// its grant's fence), else with the next one. The fence is the name's
+// own, in its row, under the row lock the transaction holds: grants of
+// different names never wait for one another (a shared counter row,
+// locked by every grant until its COMMIT, made them take turns).
 func (d *leases) grantIn(ctx context.Context, tx *tx, req driver.Request, r row) (uint64, error) {
-	ttl := req.TTL.Microseconds()
+	fence := r.fence + 1
 	if r.token.Valid && r.token.String == req.Token {
-		_, err := tx.commitWith(ctx, step{d.grant, []any{req.Token, req.Owner, r.fence, ttl, req.Name}})
-		return r.fence, err
+		fence = r.fence
 	}
-	if !tx.batch {
-		fence, err := d.drawFence(ctx, tx)
-		if err != nil {
-			return 0, err
-		}
-		_, err = tx.commitWith(ctx, step{d.grant, []any{req.Token, req.Owner, fence, ttl, req.Name}})
-		return fence, err
-	}
-	outs, err := tx.commitWith(ctx, step{q: unsetInsertID}, step{q: d.draw},
-		step{d.grantDrawn, []any{req.Token, req.Owner, ttl, req.Name}})
-	if err != nil {
-		return 0, err
-	}
-	if outs[1].affected != 1 { // the grant changed nothing: no fence was drawn
-		return 0, d.noCounter()
-	}
-	return uint64(outs[1].id), nil
+	_, err := tx.commitWith(ctx, step{d.grant, []any{req.Token, req.Owner, fence, req.TTL.Microseconds(), req.Name}})
+	return fence, err
 }
 
 // drawFence bumps the fence counter inside tx and returns its new value.
@@ -328,8 +353,25 @@ func (d *leases) maybeSweep(ctx context.Context) {
 	}
 	d.sweepMu.Unlock()
 	if due {
-		_, _ = d.db.ExecContext(ctx, d.sweep, sweepAge.Microseconds())
+		_ = d.sweepOld(ctx, sweepAge)
 	}
+}
+
+// sweepOld deletes the rows free for longer than age, after raising the
+// fence floor to their highest fence (see leaseSweep).
+func (d *leases) sweepOld(ctx context.Context, age time.Duration) error {
+	var top uint64
+	if err := d.db.QueryRowContext(ctx, d.sweepMax, age.Microseconds()).Scan(&top); err != nil {
+		return d.classify(err)
+	}
+	if top == 0 {
+		return nil
+	}
+	if _, err := d.db.ExecContext(ctx, d.raiseFloor, top); err != nil {
+		return d.classify(err)
+	}
+	_, err := d.db.ExecContext(ctx, d.sweep, age.Microseconds(), top)
+	return d.classify(err)
 }
 
 // Close frees the wake keys left, and closes the pool when it was opened

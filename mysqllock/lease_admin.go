@@ -54,8 +54,8 @@ func (d *leases) Inspect(ctx context.Context, name string) (driver.Holder, bool,
 	return r.holder(n), true, nil
 }
 
-// ForceRelease frees name whoever holds it and gives its row a new fence
-// from the counter, in one transaction, so that a fence-checking resource
+// ForceRelease frees name whoever holds it and gives its row the next
+// fence, in one transaction, so that a fence-checking resource
 // that has seen the next holder's fence (or this one) rejects the evicted
 // holder's writes. The evicted holder learns at its next refresh (within
 // a third of its TTL), which finds its token gone: MySQL has no channel
@@ -73,10 +73,8 @@ func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, 
 	if err := tx.QueryRowContext(ctx, d.lockRow, name).Scan(&r.token, &r.owner, &r.fence, &r.micros); err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
 	}
-	fence, err := d.drawFence(ctx, tx)
-	if err == nil {
-		_, err = tx.ExecContext(ctx, d.evict, fence, name)
-	}
+	fence := r.fence + 1
+	_, err = tx.ExecContext(ctx, d.evict, fence, name)
 	if err == nil {
 		err = tx.commit(ctx)
 	}

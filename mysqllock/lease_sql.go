@@ -16,30 +16,23 @@ FROM {{table}} WHERE name = ? FOR UPDATE`
 const leaseState = `SELECT token, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
 FROM {{table}} WHERE name = ?`
 
-// leaseEnsureRow creates name's row, free, when it has none; committed on
-// its own, so that the grant's SELECT … FOR UPDATE always finds a row to
-// lock (locking a missing row takes a gap lock, on which two first
-// attempts at one name deadlock).
-const leaseEnsureRow = `INSERT INTO {{table}} (name, token, fence, expires_at) VALUES (?, NULL, 0, UTC_TIMESTAMP(6))
+// leaseEnsureRow creates name's row, free, when it has none, with the
+// fence floor (the counter's value) as its fence; committed on its own,
+// so that the grant's SELECT … FOR UPDATE always finds a row to lock
+// (locking a missing row takes a gap lock, on which two first attempts at
+// one name deadlock). It inserts nothing when the counter has no row.
+const leaseEnsureRow = `INSERT INTO {{table}} (name, token, fence, expires_at)
+SELECT ?, NULL, v, UTC_TIMESTAMP(6) FROM {{fences}} WHERE id = 1
 ON DUPLICATE KEY UPDATE name = name`
 
 // drawFence bumps the fence counter; the new value is the statement's
-// LAST_INSERT_ID, which the server reports in its OK packet.
+// LAST_INSERT_ID, which the server reports in its OK packet. Get_lock
+// mode draws its fences so; lease mode's counter is the floor of new rows.
 const drawFence = `UPDATE {{fences}} SET v = LAST_INSERT_ID(v + 1) WHERE id = 1`
 
 // leaseGrant gives the locked row to a token with its fence.
 const leaseGrant = `UPDATE {{table}} SET token = ?, owner = ?, fence = ?,
 	expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE name = ?`
-
-// unsetInsertID sets the session's LAST_INSERT_ID to 0 before a batched
-// fence draw, so that leaseGrantDrawn changes nothing when the draw found
-// no counter row (LAST_INSERT_ID would otherwise keep an older draw).
-const unsetInsertID = `DO LAST_INSERT_ID(0)`
-
-// leaseGrantDrawn gives the locked row to a token with the fence drawn
-// just before, on the same connection (drawFence), if one was.
-const leaseGrantDrawn = `UPDATE {{table}} SET token = ?, owner = ?, fence = LAST_INSERT_ID(),
-	expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE name = ? AND LAST_INSERT_ID() > 0`
 
 // leaseRefresh extends token's unexpired lease.
 const leaseRefresh = `UPDATE {{table}} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
@@ -55,9 +48,18 @@ const leaseToken = `SELECT token FROM {{table}} WHERE name = ?`
 const leaseRelease = `UPDATE {{table}} SET token = NULL, owner = ?, expires_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND token = ?`
 
-// leaseSweep deletes free rows older than ? microseconds: fences come
-// from the counter, so a deleted row forgets nothing a fence needs.
-const leaseSweep = `DELETE FROM {{table}} WHERE token IS NULL AND expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`
+// The sweep deletes free rows older than ? microseconds in three steps:
+// the highest fence among them (leaseSweepMax), the counter raised to it
+// (leaseRaiseFloor), and the rows deleted whose fence the counter now
+// covers (leaseSweep). A row created later for a swept name starts from
+// the counter, so its next fence is above every fence the name had.
+const (
+	leaseSweepMax = `SELECT COALESCE(MAX(fence), 0) FROM {{table}}
+WHERE token IS NULL AND expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`
+	leaseRaiseFloor = `UPDATE {{fences}} SET v = GREATEST(v, ?) WHERE id = 1`
+	leaseSweep      = `DELETE FROM {{table}}
+WHERE token IS NULL AND expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND fence <= ?`
+)
 
 // leaseLive is the condition of a live lease in a row h.
 const leaseLive = `h.token IS NOT NULL AND h.expires_at > UTC_TIMESTAMP(6)`
@@ -71,7 +73,7 @@ const leaseInspect = `SELECT h.name, h.owner, h.fence, TIMESTAMPDIFF(MICROSECOND
 FROM {{table}} h WHERE h.name = ? AND ` + leaseLive
 
 // leaseEvict frees the locked row whoever holds it and gives it the
-// force-release's fence.
+// force-release's fence (the row's next).
 const leaseEvict = `UPDATE {{table}} SET token = NULL, owner = '', fence = ?, expires_at = UTC_TIMESTAMP(6) WHERE name = ?`
 
 // leaseAdoptRead reads token's row after leaseRefresh extended it: its

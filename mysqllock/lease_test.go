@@ -50,3 +50,41 @@ func TestAbandonedAttemptGrantsNothing(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestSweptNameFenceStillRises: fences are kept per name, in the name's
+// row; once the sweep has deleted a released name's row, the name's next
+// grant still gets a fence above every fence it had.
+func TestSweptNameFenceStillRises(t *testing.T) {
+	d := newDB(t)
+	l := d.locker(t, mysqllock.Config{})
+	var last uint64
+	take := func(what string) {
+		t.Helper()
+		lease, err := l.TryAcquire(ctx(t), "swept")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lease.Fence() <= last {
+			t.Fatalf("%s: fence %d, not above the name's last %d", what, lease.Fence(), last)
+		}
+		last = lease.Fence()
+		if err := lease.Release(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		take("a grant")
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := mysqllock.SweepOld(ctx(t), l.Driver(), time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := d.sql.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM dlock_leases WHERE name = 'swept'`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 {
+		t.Fatal("the sweep left the released row")
+	}
+	take("the grant after the sweep")
+}

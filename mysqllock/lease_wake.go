@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"hash/fnv"
 	"sync"
 	"time"
 )
@@ -19,8 +20,9 @@ import (
 // takes the row.
 //
 // The row stays the lock: the key only orders and wakes. A lease granted
-// by a single attempt keeps its key on the driver's shared connection
-// (one per driver, taken on the first grant); one granted to a waiter
+// by a single attempt keeps its key on one of the driver's shared
+// connections (up to maxKeyShards, chosen by the key, each taken on its
+// first grant); one granted to a waiter
 // keeps it on the connection it waited on. A lease without a key (adopted,
 // or granted while a stopped or cut-off process kept the key) is
 // released without waking anybody: the waiters then find the free row
@@ -48,67 +50,115 @@ const (
 )
 
 // keyHold is a lease's wake key: on its waiter's own connection, or
-// (conn nil) on the driver's shared one.
+// (conn nil) on one of the driver's shared ones, sh.
 type keyHold struct {
 	key  string
 	conn *sql.Conn
+	sh   *keyShard
+}
+
+// maxKeyShards bounds the shared connections of a driver's single
+// attempts: a GET_LOCK holds its connection for the time of a round trip,
+// so one connection would serialize every attempt of the driver's
+// goroutines (measured: 16 and 64 goroutines did no more than 2). A pool
+// with a limit (SetMaxOpenConns) gives the keys a quarter of it, at
+// least one.
+const maxKeyShards = 8
+
+// keyShard is one shared connection and the keys it holds.
+type keyShard struct {
+	mu   sync.Mutex
+	conn *sql.Conn         // nil until its first keyed single attempt
+	onSh map[string]string // key -> token
 }
 
 // wakeKeys are the wake keys a driver holds, by the token of their lease.
 type wakeKeys struct {
-	db *sql.DB
+	db     *sql.DB
+	shards []keyShard
 
-	mu     sync.Mutex
-	shared *sql.Conn         // nil until the first keyed single attempt
-	onSh   map[string]string // key -> token, for the keys on shared
-	holds  map[string]keyHold
+	mu    sync.Mutex
+	holds map[string]keyHold
 }
 
 func newWakeKeys(db *sql.DB) *wakeKeys {
-	return &wakeKeys{db: db, onSh: map[string]string{}, holds: map[string]keyHold{}}
+	n := maxKeyShards
+	if most := db.Stats().MaxOpenConnections; most > 0 {
+		n = min(max(most/4, 1), maxKeyShards)
+	}
+	w := &wakeKeys{db: db, shards: make([]keyShard, n), holds: map[string]keyHold{}}
+	for i := range w.shards {
+		w.shards[i].onSh = map[string]string{}
+	}
+	return w
 }
 
-// takeShared tries once, without waiting, to take key for token on the
+// shard is the shared connection of key.
+func (w *wakeKeys) shard(key string) *keyShard {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return &w.shards[h.Sum32()%uint32(len(w.shards))]
+}
+
+// takeShared tries once, without waiting, to take key for token on its
 // shared connection. It reports false when another connection holds the
 // key or the shared connection holds it for another token (MySQL counts a
 // connection's GET_LOCKs of one key: a second one would succeed).
 func (w *wakeKeys) takeShared(ctx context.Context, key, token string) (bool, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if t, ok := w.onSh[key]; ok {
+	sh := w.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if t, ok := sh.onSh[key]; ok {
 		return t == token, nil
 	}
-	if w.shared == nil {
+	if sh.conn == nil {
 		c, err := w.db.Conn(ctx)
 		if err != nil {
 			return false, err
 		}
-		w.shared = c
+		sh.conn = c
 	}
 	var got sql.NullInt64
-	if err := w.shared.QueryRowContext(ctx, wakeTake, key, 0).Scan(&got); err != nil {
-		w.dropShared()
+	if err := sh.conn.QueryRowContext(ctx, wakeTake, key, 0).Scan(&got); err != nil {
+		w.dropShared(sh)
 		return false, err
 	}
 	if got.Int64 != 1 {
 		return false, nil
 	}
-	w.onSh[key] = token
-	w.holds[token] = keyHold{key: key}
+	sh.onSh[key] = token
+	w.mu.Lock()
+	w.holds[token] = keyHold{key: key, sh: sh}
+	w.mu.Unlock()
 	return true, nil
 }
 
-// dropShared closes the shared connection (the server frees its keys)
-// and forgets its keys' holds. w.mu is held.
-func (w *wakeKeys) dropShared() {
-	if w.shared != nil {
-		discard(w.shared)
-		w.shared = nil
+// dropShared closes sh's connection (the server frees its keys) and
+// forgets its keys' holds. sh.mu is held.
+func (w *wakeKeys) dropShared(sh *keyShard) {
+	if sh.conn != nil {
+		discard(sh.conn)
+		sh.conn = nil
 	}
-	for k, t := range w.onSh {
-		delete(w.holds, t)
-		delete(w.onSh, k)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, t := range sh.onSh {
+		if h, ok := w.holds[t]; ok && h.sh == sh {
+			delete(w.holds, t)
+		}
+		delete(sh.onSh, k)
 	}
+}
+
+// take removes token's hold and returns it.
+func (w *wakeKeys) take(token string) (keyHold, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, ok := w.holds[token]
+	if ok {
+		delete(w.holds, token)
+	}
+	return h, ok
 }
 
 // keep records that token's lease holds key on conn, a waiter's
@@ -136,16 +186,13 @@ func (w *wakeKeys) give(ctx context.Context, token string) {
 
 // giveBy is give bounded by ctx too: an attempt that took the key and was
 // refused returns by its caller's deadline, closing the key's connection
-// if the server has not answered by then (the shared connection's other
+// if the server has not answered by then (a shared connection's other
 // keys go with it: their leases then release without waking anybody).
 func (w *wakeKeys) giveBy(ctx context.Context, token string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	h, ok := w.holds[token]
+	h, ok := w.take(token)
 	if !ok {
 		return
 	}
-	delete(w.holds, token)
 	ctx, cancel := context.WithTimeout(ctx, giveTimeout)
 	defer cancel()
 	if h.conn != nil {
@@ -156,9 +203,14 @@ func (w *wakeKeys) giveBy(ctx context.Context, token string) {
 		_ = h.conn.Close()
 		return
 	}
-	delete(w.onSh, h.key)
-	if _, err := w.shared.ExecContext(ctx, wakeRelease, h.key); err != nil {
-		w.dropShared()
+	h.sh.mu.Lock()
+	defer h.sh.mu.Unlock()
+	if h.sh.onSh[h.key] != token || h.sh.conn == nil {
+		return // its connection was dropped meanwhile, and the key with it
+	}
+	delete(h.sh.onSh, h.key)
+	if _, err := h.sh.conn.ExecContext(ctx, wakeRelease, h.key); err != nil {
+		w.dropShared(h.sh)
 	}
 }
 
@@ -168,28 +220,30 @@ func (w *wakeKeys) giveBy(ctx context.Context, token string) {
 // waiter. held is false, and nothing is sent, when token holds no key. On
 // a failure the key's connection is closed, which frees the key.
 func (w *wakeKeys) giveAfter(ctx context.Context, token string, release step) (affected int64, held bool, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	h, ok := w.holds[token]
+	h, ok := w.take(token)
 	if !ok {
 		return 0, false, nil
 	}
-	delete(w.holds, token)
-	conn := h.conn
-	if conn == nil {
-		delete(w.onSh, h.key)
-		conn = w.shared
-	}
-	outs, err := execBatch(ctx, conn, []step{release, {wakeRelease, []any{h.key}}})
-	switch {
-	case err != nil && h.conn != nil:
-		discard(h.conn)
-		return 0, true, err
-	case err != nil:
-		w.dropShared()
-		return 0, true, err
-	case h.conn != nil:
+	steps := []step{release, {wakeRelease, []any{h.key}}}
+	if h.conn != nil {
+		outs, err := execBatch(ctx, h.conn, steps)
+		if err != nil {
+			discard(h.conn)
+			return 0, true, err
+		}
 		_ = h.conn.Close()
+		return outs[0].affected, true, nil
+	}
+	h.sh.mu.Lock()
+	defer h.sh.mu.Unlock()
+	if h.sh.onSh[h.key] != token || h.sh.conn == nil {
+		return 0, false, nil // the key went with its connection: release without it
+	}
+	delete(h.sh.onSh, h.key)
+	outs, err := execBatch(ctx, h.sh.conn, steps)
+	if err != nil {
+		w.dropShared(h.sh)
+		return 0, true, err
 	}
 	return outs[0].affected, true, nil
 }
@@ -201,14 +255,19 @@ const giveTimeout = 5 * time.Second
 // close frees every key by closing the connections that hold them.
 func (w *wakeKeys) close() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	for t, h := range w.holds {
 		if h.conn != nil {
 			discard(h.conn)
+			delete(w.holds, t)
 		}
-		delete(w.holds, t)
 	}
-	w.dropShared()
+	w.mu.Unlock()
+	for i := range w.shards {
+		sh := &w.shards[i]
+		sh.mu.Lock()
+		w.dropShared(sh)
+		sh.mu.Unlock()
+	}
 }
 
 // discard closes conn for good (not back to the pool): the server frees

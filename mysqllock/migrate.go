@@ -7,12 +7,15 @@ import (
 )
 
 // schemaDDL creates the fence counter and the lease table (both modes)
-// and get_lock mode's holders table. The counter is one row, bumped by
-// every grant with UPDATE … LAST_INSERT_ID(v + 1): it works alike on
-// MariaDB and MySQL 8 (which has no SEQUENCE), it is transactional and
-// durable with the grant that draws it, and it never goes backwards
-// across a restart (an AUTO_INCREMENT counter could, on MySQL 5.7).
-// Names are VARBINARY: compared byte for byte, as dlock names are.
+// and get_lock mode's holders table. The counter is one row: get_lock mode
+// bumps it with every grant, with UPDATE … LAST_INSERT_ID(v + 1); lease
+// mode keeps each name's fence in its row and uses the counter as the
+// floor that new rows start from, raised before old rows are deleted. It
+// works alike on MariaDB and MySQL 8 (which has no SEQUENCE), it is
+// transactional and durable with the grant that writes it, and it never
+// goes backwards across a restart (an AUTO_INCREMENT counter could, on
+// MySQL 5.7). Names are VARBINARY: compared byte for byte, as dlock names
+// are.
 var schemaDDL = []string{
 	`CREATE TABLE IF NOT EXISTS {{fences}} (
 	id TINYINT UNSIGNED NOT NULL PRIMARY KEY,

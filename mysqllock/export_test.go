@@ -1,0 +1,18 @@
+package mysqllock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dlockdev/dlock/driver"
+)
+
+// SweepOld runs a lease-mode driver's sweep with the given age.
+func SweepOld(ctx context.Context, drv driver.Driver, age time.Duration) error {
+	d, ok := drv.(*leases)
+	if !ok {
+		return fmt.Errorf("SweepOld: %T is not the lease-mode driver", drv)
+	}
+	return d.sweepOld(ctx, age)
+}
