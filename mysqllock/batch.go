@@ -75,13 +75,10 @@ type outcome struct {
 // statements go through the driver connection itself: database/sql's
 // Result keeps only the last statement's outcome.
 func execBatch(ctx context.Context, conn *sql.Conn, steps []step) ([]outcome, error) {
-	qs := make([]string, len(steps))
-	var args []sqldriver.NamedValue
-	for i, s := range steps {
-		qs[i] = s.q
-		for _, a := range s.args {
-			args = append(args, sqldriver.NamedValue{Ordinal: len(args) + 1, Value: a})
-		}
+	q, values := joinSteps(steps)
+	args := make([]sqldriver.NamedValue, len(values))
+	for i, v := range values {
+		args[i] = sqldriver.NamedValue{Ordinal: i + 1, Value: v}
 	}
 	var res sqldriver.Result
 	err := conn.Raw(func(dc any) error {
@@ -90,7 +87,7 @@ func execBatch(ctx context.Context, conn *sql.Conn, steps []step) ([]outcome, er
 			return fmt.Errorf("mysqllock: the pool's connections (%T) cannot run statements", dc)
 		}
 		var err error
-		res, err = ex.ExecContext(ctx, strings.Join(qs, "; "), args)
+		res, err = ex.ExecContext(ctx, q, args)
 		return err
 	})
 	if err != nil {
@@ -109,4 +106,16 @@ func execBatch(ctx context.Context, conn *sql.Conn, steps []step) ([]outcome, er
 		outs[i] = outcome{affected: affected[i], id: ids[i]}
 	}
 	return outs, nil
+}
+
+// joinSteps is steps as one message: their statements joined, and their
+// arguments in order.
+func joinSteps(steps []step) (string, []any) {
+	qs := make([]string, len(steps))
+	var args []any
+	for i, s := range steps {
+		qs[i] = s.q
+		args = append(args, s.args...)
+	}
+	return strings.Join(qs, "; "), args
 }

@@ -43,15 +43,18 @@ const (
 // even across the sweep.
 type leases struct {
 	base
-	lockRow, beginLockRow, ensureRow string
-	grant                            string
-	refresh, token, release          string
-	sweepMax, raiseFloor, sweep      string
-	list, inspect, evict, adoptRead  string
-	state                            string
+	lockRow, ensureRow              string
+	take, took, keyBack             string
+	refresh, token, release         string
+	sweepMax, raiseFloor, sweep     string
+	list, inspect, evict, adoptRead string
+	state                           string
 
 	// keys are the wake keys of the leases held (lease_wake.go).
 	keys *wakeKeys
+	// clock bounds the database clock's offset, for the deadline a
+	// grant carries (lease_take.go).
+	clock serverClock
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -60,8 +63,7 @@ type leases struct {
 func newLeases(b base) *leases {
 	d := &leases{base: b, keys: newWakeKeys(b.db), lastSweep: time.Now()}
 	d.lockRow, d.ensureRow = d.sql(leaseLockRow), d.sql(leaseEnsureRow)
-	d.beginLockRow = "START TRANSACTION; " + d.lockRow
-	d.grant = d.sql(leaseGrant)
+	d.take, d.took, d.keyBack = d.sql(leaseTake), d.sql(leaseTook), d.sql(leaseKeyBack)
 	d.refresh, d.token, d.release = d.sql(leaseRefresh), d.sql(leaseToken), d.sql(leaseRelease)
 	d.sweepMax, d.raiseFloor, d.sweep = d.sql(leaseSweepMax), d.sql(leaseRaiseFloor), d.sql(leaseSweep)
 	d.list, d.inspect, d.evict, d.adoptRead = d.sql(leaseList), d.sql(leaseInspect), d.sql(leaseEvict), d.sql(leaseAdoptRead)
@@ -76,12 +78,14 @@ var (
 	_ driver.MigrationReporter = (*leases)(nil)
 )
 
-// row is a lease row as leaseLockRow reads it.
+// row is a lease row as leaseLockRow reads it; granted is the rows
+// leaseTake changed, as leaseTook reads it.
 type row struct {
-	token  sql.NullString
-	owner  string
-	fence  uint64
-	micros int64
+	token   sql.NullString
+	owner   string
+	fence   uint64
+	micros  int64
+	granted int64
 }
 
 func (r row) live() bool { return r.token.Valid && r.micros > 0 }
@@ -110,140 +114,97 @@ func (r row) holder(name string) driver.Holder {
 	return driver.Holder{Name: name, Owner: r.owner, Fence: r.fence, TTL: time.Duration(r.micros) * time.Microsecond}
 }
 
-// TryAcquire makes one attempt (see leases), in turn with the waiters: it
-// asks for the name's wake key (lease_wake.go) while it reads the row, on
-// another connection at the same time, and without the key grants only a
-// row that has been free or expired for handoffGrace. A grant that did
-// not need the key keeps the lease even when asking for it failed: the
-// row is the lock, and its release then wakes nobody (the waiters find
-// the row free by their checks).
+// TryAcquire makes one attempt (see leases and lease_take.go) on the
+// shared connection of the name's wake key, asking for the key in the
+// same message: the key decides whether a row just released by a holder
+// of the key (handedOn) may be granted, and a lease granted with it keeps
+// it on that connection until its release.
 func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	took := make(chan keyTake, 1)
-	go func() {
-		keyed, err := d.keys.takeShared(ctx, d.wakeKey(req.Name), req.Token)
-		took <- keyTake{keyed, err}
-	}()
-	var k keyTake
-	var answered bool
-	keyed := func() (bool, error) {
-		if !answered {
-			k, answered = <-took, true
-		}
-		return k.keyed, k.err
-	}
-	g, err := d.grantRow(ctx, req, keyed)
-	if held, _ := keyed(); held && (err != nil || !g.Acquired) {
-		d.keys.giveBy(ctx, req.Token)
-	}
-	return g, err
-}
-
-// keyTake is the answer to a request for a wake key.
-type keyTake struct {
-	keyed bool
-	err   error
-}
-
-// withKey and withoutKey are the answers of a caller that knows whether
-// it holds the name's wake key.
-func withKey() (bool, error)    { return true, nil }
-func withoutKey() (bool, error) { return false, nil }
-
-// grantRow makes the grant transaction (see leases). A name without a
-// row gets a free one first, committed on its own, and the attempt is
-// made on it. keyed says whether the caller holds the name's wake key,
-// when the attempt needs to know.
-func (d *leases) grantRow(ctx context.Context, req driver.Request, keyed func() (bool, error)) (driver.Grant, error) {
-	g, missing, err := d.attempt(ctx, req, keyed)
-	if err != nil || !missing {
-		return g, err
-	}
-	if _, err := d.db.ExecContext(ctx, d.ensureRow, req.Name); err != nil {
-		return driver.Grant{}, d.classify(err)
-	}
-	if g, missing, err = d.attempt(ctx, req, keyed); err == nil && missing {
-		return driver.Grant{}, d.noCounter() // the row could not be created
-	}
-	return g, err
-}
-
-// attempt is the grant transaction; missing is true when name has no row.
-// Without the wake key, a row free or expired for less than handoffGrace
-// is refused (see handedOn).
-func (d *leases) attempt(ctx context.Context, req driver.Request, keyed func() (bool, error)) (g driver.Grant, missing bool, err error) {
-	tx, r, err := d.lockedRead(ctx, req.Name)
-	if err != nil {
-		return driver.Grant{}, false, d.classify(err)
-	}
-	defer tx.rollback(ctx)
-	switch {
-	case r == nil:
-		return driver.Grant{}, true, nil
-	case r.live() && r.token.String != req.Token:
-		return driver.Grant{Holder: r.holder(req.Name)}, false, nil
-	case r.token.String != req.Token && r.handedOn():
-		held, err := keyed()
+	key := d.wakeKey(req.Name)
+	sh := d.keys.shard(key)
+	return d.grantLoop(ctx, req, func() (took, error) {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		conn, ask, err := d.keys.shardConn(ctx, sh, key, req.Token)
 		if err != nil {
-			return driver.Grant{}, false, d.classify(err)
+			return took{}, err
 		}
-		if !held {
-			return driver.Grant{Holder: handedOnHolder(req.Name, *r)}, false, nil
+		t, err := d.grantMsg(ctx, conn, req, ask)
+		switch {
+		case err != nil && (!busy(err) || errors.Is(err, errKeyKept)):
+			d.keys.dropShared(sh)
+		case err == nil && t.got:
+			d.keys.record(sh, key, req.Token)
 		}
-	}
-	fence, err := d.grantIn(ctx, tx, req, *r)
-	if err != nil {
-		return driver.Grant{}, false, d.classify(err)
-	}
-	return driver.Grant{Acquired: true, Fence: fence}, false, nil
+		return t, err
+	})
 }
 
-// lockedRead begins the grant's transaction on a pinned connection and
-// reads name's row under its row lock, in one message when the pool
-// batches; the row is nil when name has none.
-func (d *leases) lockedRead(ctx context.Context, name string) (*tx, *row, error) {
-	conn, err := d.db.Conn(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	t := &tx{conn: conn}
-	if t.batch, err = d.batching(ctx, conn); err != nil {
-		t.discard()
-		return nil, nil, err
-	}
-	q := d.beginLockRow
-	if !t.batch {
-		q = d.lockRow
-		if _, err := conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
-			t.discard()
-			return nil, nil, err
+// grantOn makes one attempt on conn, a waiter's connection that holds
+// the name's wake key, or (conn nil) on a connection from the pool, which
+// holds no key.
+func (d *leases) grantOn(ctx context.Context, conn *sql.Conn, req driver.Request) (driver.Grant, error) {
+	return d.grantLoop(ctx, req, func() (took, error) {
+		c := conn
+		if c == nil {
+			var err error
+			if c, err = d.db.Conn(ctx); err != nil {
+				return took{}, err
+			}
+			defer func() { _ = c.Close() }()
 		}
+		return d.grantMsg(ctx, c, req, "")
+	})
+}
+
+// grantLoop runs msg, a grant message, while the row is busy (whileBusy),
+// creating the name's row (free) first when it has none, and reads the
+// outcome.
+func (d *leases) grantLoop(ctx context.Context, req driver.Request, msg func() (took, error)) (driver.Grant, error) {
+	g, err := whileBusy(ctx, func() (driver.Grant, error) {
+		for created := false; ; created = true {
+			t, err := msg()
+			switch {
+			case err != nil:
+				return driver.Grant{}, err
+			case t.row == nil && created:
+				return driver.Grant{}, d.noCounter() // the row could not be created
+			case t.row == nil:
+				if _, err := d.db.ExecContext(ctx, d.ensureRow, req.Name); err != nil {
+					return driver.Grant{}, err
+				}
+				continue
+			}
+			return d.outcome(ctx, req, t)
+		}
+	})
+	if errors.Is(err, errNotGranted) && ctx.Err() != nil {
+		err = ctx.Err()
 	}
-	var r row
-	err = conn.QueryRowContext(ctx, q, name).Scan(&r.token, &r.owner, &r.fence, &r.micros)
+	return g, d.classify(err)
+}
+
+// outcome is the Grant a grant message's reply says.
+func (d *leases) outcome(ctx context.Context, req driver.Request, t took) (driver.Grant, error) {
+	r := *t.row
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return t, nil, nil
-	case err != nil:
-		t.rollback(ctx)
-		return nil, nil, err
+	case t.granted:
+		return driver.Grant{Acquired: true, Fence: r.fence}, nil
+	case r.live() && r.token.String != req.Token:
+		return driver.Grant{Holder: r.holder(req.Name)}, nil
+	case r.token.String != req.Token && r.handedOn():
+		return driver.Grant{Holder: handedOnHolder(req.Name, r)}, nil
+	case ctx.Err() != nil:
+		return driver.Grant{}, ctx.Err()
 	}
-	return t, &r, nil
+	// Refused by the deadline guard, a few µs early (its offset errs
+	// early), or the row changed between the statements: again.
+	return driver.Grant{}, errNotGranted
 }
 
-// grantIn gives the locked row r to req and commits: with r's fence when
-// the row is already req's (a retried attempt whose reply was lost keeps
-// its grant's fence), else with the next one. The fence is the name's
-// own, in its row, under the row lock the transaction holds: grants of
-// different names never wait for one another (a shared counter row,
-// locked by every grant until its COMMIT, made them take turns).
-func (d *leases) grantIn(ctx context.Context, tx *tx, req driver.Request, r row) (uint64, error) {
-	fence := r.fence + 1
-	if r.token.Valid && r.token.String == req.Token {
-		fence = r.fence
-	}
-	_, err := tx.commitWith(ctx, step{d.grant, []any{req.Token, req.Owner, fence, req.TTL.Microseconds(), req.Name}})
-	return fence, err
-}
+// errNotGranted is a grant refused for no reason its reply shows: tried
+// again while the row is busy (busy), then returned.
+var errNotGranted = errors.New("mysqllock: the grant was refused by the database clock's deadline guard, or its row changed under it, for a second")
 
 // drawFence bumps the fence counter inside tx and returns its new value.
 func (d *base) drawFence(ctx context.Context, tx interface {

@@ -5,7 +5,7 @@ package mysqllock
 // database clock, in UTC (UTC_TIMESTAMP(6)), so that sessions with
 // different time_zone settings agree.
 
-// leaseLockRow reads name's row under its row lock (the grant's first
+// leaseLockRow reads name's row under its row lock (a force-release's first
 // statement): token (NULL when free), owner, fence, and the microseconds
 // its lease has left (negative once expired).
 const leaseLockRow = `SELECT token, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
@@ -29,10 +29,6 @@ ON DUPLICATE KEY UPDATE name = name`
 // LAST_INSERT_ID, which the server reports in its OK packet. Get_lock
 // mode draws its fences so; lease mode's counter is the floor of new rows.
 const drawFence = `UPDATE {{fences}} SET v = LAST_INSERT_ID(v + 1) WHERE id = 1`
-
-// leaseGrant gives the locked row to a token with its fence.
-const leaseGrant = `UPDATE {{table}} SET token = ?, owner = ?, fence = ?,
-	expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE name = ?`
 
 // leaseRefresh extends token's unexpired lease.
 const leaseRefresh = `UPDATE {{table}} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND

@@ -49,7 +49,7 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 			return g, err
 		case stale:
 			sent = time.Now()
-			if g, err = d.grantRow(ctx, req, withoutKey); err != nil || g.Acquired {
+			if g, err = d.grantOn(ctx, nil, req); err != nil || g.Acquired {
 				g.Since = sent
 				return g, err
 			}
@@ -109,7 +109,7 @@ func (d *leases) headTurn(ctx context.Context, req driver.Request, key string, c
 	defer t.Stop()
 	for {
 		sent := time.Now()
-		g, err := d.grantRow(ctx, req, withKey)
+		g, err := d.grantOn(ctx, conn, req)
 		if err == nil && g.Acquired {
 			d.keys.keep(req.Token, key, conn)
 			g.Since = sent

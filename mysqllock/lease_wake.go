@@ -100,37 +100,31 @@ func (w *wakeKeys) shard(key string) *keyShard {
 	return &w.shards[h.Sum32()%uint32(len(w.shards))]
 }
 
-// takeShared tries once, without waiting, to take key for token on its
-// shared connection. It reports false when another connection holds the
-// key or the shared connection holds it for another token (MySQL counts a
-// connection's GET_LOCKs of one key: a second one would succeed).
-func (w *wakeKeys) takeShared(ctx context.Context, key, token string) (bool, error) {
-	sh := w.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if t, ok := sh.onSh[key]; ok {
-		return t == token, nil
-	}
+// shardConn is sh's connection, opened on first use, and the key to ask
+// for on it: key, or "" when the connection holds it already (for token,
+// or for another lease of this driver on the same name, whose live row
+// then refuses the attempt). sh.mu is held.
+func (w *wakeKeys) shardConn(ctx context.Context, sh *keyShard, key, token string) (*sql.Conn, string, error) {
 	if sh.conn == nil {
 		c, err := w.db.Conn(ctx)
 		if err != nil {
-			return false, err
+			return nil, "", err
 		}
 		sh.conn = c
 	}
-	var got sql.NullInt64
-	if err := sh.conn.QueryRowContext(ctx, wakeTake, key, 0).Scan(&got); err != nil {
-		w.dropShared(sh)
-		return false, err
+	if _, ok := sh.onSh[key]; ok {
+		return sh.conn, "", nil
 	}
-	if got.Int64 != 1 {
-		return false, nil
-	}
+	return sh.conn, key, nil
+}
+
+// record notes that token's lease holds key on sh's connection. sh.mu is
+// held.
+func (w *wakeKeys) record(sh *keyShard, key, token string) {
 	sh.onSh[key] = token
 	w.mu.Lock()
 	w.holds[token] = keyHold{key: key, sh: sh}
 	w.mu.Unlock()
-	return true, nil
 }
 
 // dropShared closes sh's connection (the server frees its keys) and

@@ -15,7 +15,6 @@ import (
 // rolls the transaction back.
 type tx struct {
 	conn  *sql.Conn
-	batch bool // its pool sends several statements in one message (batch.go)
 	ended bool
 }
 
@@ -49,45 +48,6 @@ func (t *tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows
 // QueryRowContext runs a one-row query in the transaction.
 func (t *tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
 	return t.conn.QueryRowContext(ctx, q, args...)
-}
-
-// commitWith runs steps and COMMIT, in one message when the pool
-// batches, returning each step's outcome. As with commit, a failure
-// closes the connection.
-func (t *tx) commitWith(ctx context.Context, steps ...step) ([]outcome, error) {
-	if !t.batch {
-		outs, err := t.each(ctx, steps)
-		if err != nil {
-			t.discard()
-			return nil, err
-		}
-		return outs, t.commit(ctx)
-	}
-	t.ended = true
-	outs, err := execBatch(ctx, t.conn, append(steps, step{q: "COMMIT"}))
-	if err != nil {
-		t.discard()
-		return nil, err
-	}
-	return outs[:len(steps)], t.conn.Close()
-}
-
-// each runs steps one by one.
-func (t *tx) each(ctx context.Context, steps []step) ([]outcome, error) {
-	outs := make([]outcome, len(steps))
-	for i, s := range steps {
-		res, err := t.conn.ExecContext(ctx, s.q, s.args...)
-		if err != nil {
-			return nil, err
-		}
-		if outs[i].affected, err = res.RowsAffected(); err != nil {
-			return nil, err
-		}
-		if outs[i].id, err = res.LastInsertId(); err != nil {
-			return nil, err
-		}
-	}
-	return outs, nil
 }
 
 // commit commits the transaction and gives the connection back; on any

@@ -150,8 +150,11 @@ func TestCompareRedis(t *testing.T) {
 	if got := roundTrips(t, u.Baseline); got != 2 {
 		t.Errorf("redis baseline: %v round trips a cycle, want exactly 2", got)
 	}
-	if got := roundTrips(t, u.Dlock); got < 1 {
-		t.Errorf("redis dlock: %v round trips a cycle, want at least 1", got)
+	// dlock's goroutines share pipelines (calls sent at the same moment
+	// go together), so a cycle may cost less than one round trip; counted,
+	// it is never none.
+	if got := roundTrips(t, u.Dlock); got <= 0 {
+		t.Errorf("redis dlock: %v round trips a cycle, want some", got)
 	}
 	if u.Dlock.ServerUsec == nil || u.Baseline.ServerUsec == nil {
 		t.Errorf("redis server time not measured: %v %v", u.Dlock.ServerUsec, u.Baseline.ServerUsec)

@@ -117,7 +117,9 @@ func TestBenchCompareRedis(t *testing.T) {
 		if !c.Contended && *c.Baseline.RoundTrips != 2 {
 			t.Errorf("%s: baseline %v round trips a cycle, want exactly 2", c.Workload, *c.Baseline.RoundTrips)
 		}
-		if *c.Dlock.RoundTrips < 1 {
+		// Calls of dlock's goroutines sent at the same moment share a
+		// pipeline: less than one round trip a cycle, but never none.
+		if *c.Dlock.RoundTrips <= 0 {
 			t.Errorf("%s: dlock %v round trips a cycle", c.Workload, *c.Dlock.RoundTrips)
 		}
 		if c.Dlock.ServerUsec == nil || c.Baseline.ServerUsec == nil {
