@@ -4,7 +4,7 @@ SHELL := /bin/bash
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test test-long lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-render demo chaos chaos-render slots failover failover-render
+.PHONY: test test-long lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-growth bench-render demo chaos chaos-render slots failover failover-render
 
 test: lint unit otel examples-gocron
 
@@ -70,9 +70,19 @@ bench-compare:
 bench-readme:
 	DLOCK_BENCH_UPDATE=1 $(GO) test -run '^TestRegenerateBench$$' -count=1 -v -timeout 60m ./cmd/dlock/internal/benchreport
 
+# Start Redis, a Redis Cluster of 3 primaries, PostgreSQL (lease mode) and
+# etcd; hold 1,000, 10,000 and 100,000 leases on one Locker of each
+# (bench --leases) and record the time to take them, the refresh round
+# trips per watchdog tick, the client's heap per lease and the leases
+# lost; write docs/growth.json, then render from it the growth table of
+# docs/benchmarks.md and docs/growth.svg. TestBenchDocsCurrent (in make
+# test) fails while either differs from what docs/growth.json renders.
+bench-growth:
+	DLOCK_GROWTH_UPDATE=1 $(GO) test -run '^TestRegenerateGrowth$$' -count=1 -v -timeout 60m ./cmd/dlock/internal/benchreport
+
 # Render the published figures again from the committed
-# docs/benchmarks.json, measuring nothing (after a change to how they are
-# rendered, or to the prose around them).
+# docs/benchmarks.json and docs/growth.json, measuring nothing (after a
+# change to how they are rendered, or to the prose around them).
 bench-render:
 	DLOCK_BENCH_RENDER=1 $(GO) test -run '^TestBenchDocsCurrent$$' -count=1 ./cmd/dlock/internal/benchreport
 

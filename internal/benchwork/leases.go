@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,11 @@ type Hold struct {
 	// when the hold ends, before any release (held false): the moments
 	// between which round trips are the refreshes' cost.
 	Mark func(held bool)
+	// ReleaseWait, if positive, bounds the wait for the release of the
+	// leases after the hold: past it, Run closes Counter (the driver
+	// under the Locker), so that a release slower than that ends, failed,
+	// instead of holding up the run.
+	ReleaseWait time.Duration
 }
 
 // Holding is the outcome of a Hold.
@@ -119,22 +125,38 @@ type Holding struct {
 	// Calls and Refreshes are the refresh calls the watchdog made during
 	// the hold and the leases they carried.
 	Calls, Refreshes int64
-	// Lost counts leases lost during the hold; it must be 0.
-	Lost int
+	// Lost counts leases lost during the hold; it must be 0. FirstLost is
+	// the Err of the first of them, in the order taken ("" when none).
+	Lost      int
+	FirstLost string
+	// Release is how long releasing every lease took (ReleaseAll, after
+	// the hold); Released is false when it took longer than ReleaseWait
+	// and was cut short.
+	Release  time.Duration
+	Released bool
+	// HeapPerLease is the client's Go heap in use after every lease was
+	// taken minus before the first, over Leases, in bytes: each side read
+	// with runtime.ReadMemStats (HeapAlloc) right after a runtime.GC, so
+	// it counts what the leases keep alive, not their garbage. It includes
+	// whatever the client grew while taking them (connections of its
+	// pool), which weighs less as Leases grows.
+	HeapPerLease float64
 }
 
 // Run takes the leases, holds them, counts, and releases them all.
-func (h Hold) Run(ctx context.Context) (Holding, error) {
+func (h Hold) Run(ctx context.Context) (r Holding, err error) {
 	if h.N < 1 || h.Workers < 1 {
 		return Holding{}, fmt.Errorf("benchwork: hold %d leases with %d workers: both must be at least 1", h.N, h.Workers)
 	}
+	heap0 := heapInUse()
 	t0 := time.Now()
 	leases, err := h.take(ctx)
-	defer func() { _ = dlock.ReleaseAll(context.WithoutCancel(ctx), leases) }()
+	defer func() { r.Release, r.Released = h.release(ctx, leases) }()
 	if err != nil {
 		return Holding{}, err
 	}
-	r := Holding{Leases: len(leases), Acquire: time.Since(t0)}
+	r = Holding{Leases: len(leases), Acquire: time.Since(t0)}
+	r.HeapPerLease = float64(int64(heapInUse())-int64(heap0)) / float64(len(leases))
 	r.Calls, r.Refreshes = h.Counter.Counts()
 	h.mark(true)
 	t1 := time.Now()
@@ -148,11 +170,45 @@ func (h Hold) Run(ctx context.Context) (Holding, error) {
 	calls, items := h.Counter.Counts()
 	r.Calls, r.Refreshes = calls-r.Calls, items-r.Refreshes
 	for _, ls := range leases {
-		if ls.Err() != nil {
-			r.Lost++
+		if err := ls.Err(); err != nil {
+			if r.Lost++; r.Lost == 1 {
+				r.FirstLost = err.Error()
+			}
 		}
 	}
 	return r, nil
+}
+
+// release releases leases and returns how long it took, waiting at most
+// ReleaseWait; past it, it closes Counter's driver, which makes what is
+// left of the release fail at once, waits for that and reports false.
+func (h Hold) release(ctx context.Context, leases []*dlock.Lease) (time.Duration, bool) {
+	t0 := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = dlock.ReleaseAll(context.WithoutCancel(ctx), leases)
+	}()
+	var timeout <-chan time.Time
+	if h.ReleaseWait > 0 {
+		timeout = time.After(h.ReleaseWait)
+	}
+	select {
+	case <-done:
+		return time.Since(t0), true
+	case <-timeout:
+		_ = h.Counter.Close()
+		<-done
+		return h.ReleaseWait, false
+	}
+}
+
+// heapInUse is the Go heap in use after a collection, in bytes.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
 
 func (h Hold) mark(held bool) {

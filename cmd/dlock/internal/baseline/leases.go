@@ -26,8 +26,25 @@ type LeaseReport struct {
 	// the backend is embedded), RoundTripsPerCall per refresh call.
 	RoundTrips        *int64   `json:"round_trips"`
 	RoundTripsPerCall *float64 `json:"round_trips_per_call"`
-	// Lost counts leases lost while held; it must be 0.
-	Lost int `json:"lost"`
+	// Lost counts leases lost while held; it must be 0. FirstLost is the
+	// first lost lease's error.
+	Lost      int    `json:"lost"`
+	FirstLost string `json:"first_lost,omitempty"`
+	// HeapBytesPerLease is the client's Go heap in use after every lease
+	// was taken minus before, over Leases, each read after a
+	// runtime.GC (benchwork.Holding.HeapPerLease).
+	HeapBytesPerLease float64 `json:"heap_bytes_per_lease,omitempty"`
+	// Ticks is how many watchdog periods the hold lasted, computed as
+	// HeldSeconds ÷ (TTLSeconds/3), not counted: a hold of one TTL is 3
+	// ticks, in each of which every lease is due for one refresh. RoundTripsPerTick is
+	// RoundTrips ÷ Ticks (nil with RoundTrips), what one refresh of every
+	// lease costs in client round trips.
+	Ticks             float64  `json:"ticks,omitempty"`
+	RoundTripsPerTick *float64 `json:"round_trips_per_tick,omitempty"`
+	// ReleaseSeconds is how long releasing every lease took after the
+	// hold; ReleaseCut says it was cut short at that bound, unfinished.
+	ReleaseSeconds float64 `json:"release_seconds,omitempty"`
+	ReleaseCut     bool    `json:"release_cut,omitempty"`
 	// Error, when set, says why the run did not complete (the other
 	// fields may then be zero).
 	Error string `json:"error,omitempty"`
@@ -39,6 +56,14 @@ const HoldWorkers = 16
 // HoldLeases takes n leases with ttl on one Locker of t's dlock side,
 // holds them for hold and counts the refresh traffic.
 func HoldLeases(ctx context.Context, t *Target, n int, hold, ttl time.Duration, prefix string) (LeaseReport, error) {
+	return HoldLeasesWithin(ctx, t, n, hold, ttl, prefix, 0)
+}
+
+// HoldLeasesWithin is HoldLeases that also times the release of the
+// leases after the hold, cutting it short after releaseWait if positive
+// (see benchwork.Hold.ReleaseWait: the driver under the Locker it holds
+// them on is then closed).
+func HoldLeasesWithin(ctx context.Context, t *Target, n int, hold, ttl time.Duration, prefix string, releaseWait time.Duration) (LeaseReport, error) {
 	l0, err := t.NewLocker()
 	if err != nil {
 		return LeaseReport{}, err
@@ -61,20 +86,28 @@ func HoldLeases(ctx context.Context, t *Target, n int, hold, ttl time.Duration, 
 		}
 	}
 	h, err := benchwork.Hold{Locker: l, Counter: rc, N: n, Workers: HoldWorkers, Prefix: prefix, For: hold,
-		Opts: []dlock.Option{dlock.WithTTL(ttl)}, Mark: count}.Run(ctx)
+		Opts: []dlock.Option{dlock.WithTTL(ttl)}, Mark: count, ReleaseWait: releaseWait}.Run(ctx)
 	if err != nil {
 		return LeaseReport{}, fmt.Errorf("hold %d leases: %w", n, err)
 	}
 	r := LeaseReport{Backend: t.Backend, Leases: h.Leases, TTLSeconds: ttl.Seconds(),
 		AcquireSeconds: h.Acquire.Seconds(), HeldSeconds: h.Held.Seconds(),
-		Refreshes: h.Refreshes, RefreshCalls: h.Calls, Lost: h.Lost}
+		Refreshes: h.Refreshes, RefreshCalls: h.Calls, Lost: h.Lost, FirstLost: h.FirstLost, HeapBytesPerLease: h.HeapPerLease,
+		Ticks: h.Held.Seconds() / (ttl.Seconds() / 3), ReleaseSeconds: h.Release.Seconds(), ReleaseCut: !h.Released}
 	if t.Dlock.RoundTrips != nil {
 		n := rt1 - rt0
 		r.RoundTrips = &n
-		if h.Calls > 0 {
-			v := float64(n) / float64(h.Calls)
-			r.RoundTripsPerCall = &v
-		}
+		r.RoundTripsPerCall = ratio(n, float64(h.Calls))
+		r.RoundTripsPerTick = ratio(n, r.Ticks)
 	}
 	return r, nil
+}
+
+// ratio is n/d, or nil when d is not positive.
+func ratio(n int64, d float64) *float64 {
+	if d <= 0 {
+		return nil
+	}
+	v := float64(n) / d
+	return &v
 }

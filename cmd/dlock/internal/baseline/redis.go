@@ -37,10 +37,19 @@ func openRedis(ctx context.Context, u *url.URL, ttl time.Duration, opts []dlock.
 	mk := func(rt *Counter) (redis.UniversalClient, error) {
 		c := newClient()
 		t.onClose(func() { _ = c.Close() })
+		cc, cluster := c.(*redis.ClusterClient)
+		if cluster {
+			// A cluster client's own hooks see a pipeline once, however
+			// many primaries it is split over; its nodes' hooks see each
+			// round trip.
+			cc.OnNewNode(func(n *redis.Client) { n.AddHook(redisHook{rt}) })
+		}
 		if err := c.Ping(ctx).Err(); err != nil {
 			return nil, fmt.Errorf("connect: %w", err)
 		}
-		c.AddHook(redisHook{rt})
+		if !cluster {
+			c.AddHook(redisHook{rt})
+		}
 		return c, nil
 	}
 	drt := &Counter{}
@@ -148,11 +157,15 @@ func scrubURLErr(err error, u *url.URL) string {
 // redisHook counts every command and every pipeline as one round trip,
 // except a new connection's set-up (HELLO, AUTH, SELECT, CLIENT SETINFO),
 // which go-redis also sends through the hooks: its count depends on when
-// the pool dials, not on the lock.
+// the pool dials, not on the lock. On a cluster it is on each node's
+// client, where it also sees the cluster client's own upkeep (CLUSTER
+// SLOTS, COMMAND), left out for the same reason.
 type redisHook struct{ rt *Counter }
 
-// setupCommands are the commands go-redis sends to set a connection up.
-var setupCommands = map[string]bool{"hello": true, "auth": true, "select": true, "client": true, "readonly": true}
+// setupCommands are the commands go-redis sends to set a connection, or
+// its view of a cluster, up.
+var setupCommands = map[string]bool{"hello": true, "auth": true, "select": true, "client": true, "readonly": true,
+	"cluster": true, "command": true}
 
 func (h redisHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 

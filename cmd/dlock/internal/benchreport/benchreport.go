@@ -175,7 +175,7 @@ func serverTimeKinds(cs []baseline.Comparison) string {
 // WriteLeases writes lease-holding reports as aligned text.
 func WriteLeases(w io.Writer, rs []baseline.LeaseReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "BACKEND\tLEASES\tTTL S\tHELD S\tREFRESHES\tREFRESH CALLS\tLEASES/CALL\tROUND TRIPS\tRT/CALL\tLOST\t")
+	fmt.Fprintln(tw, "BACKEND\tLEASES\tTTL S\tHELD S\tREFRESHES\tREFRESH CALLS\tLEASES/CALL\tROUND TRIPS\tRT/CALL\tRT/TICK\tHEAP B/LEASE\tLOST\t")
 	for _, r := range rs {
 		if r.Error != "" {
 			fmt.Fprintf(tw, "%s\t%d\tfailed: %s\t\n", r.Backend, r.Leases, r.Error)
@@ -189,8 +189,9 @@ func WriteLeases(w io.Writer, rs []baseline.LeaseReport) error {
 		if r.RoundTrips != nil {
 			rt = fmt.Sprint(*r.RoundTrips)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%d\t%.0f\t%s\t%s\t%d\t\n", r.Backend, r.Leases, r.TTLSeconds, r.HeldSeconds,
-			r.Refreshes, r.RefreshCalls, perCall, rt, opt(r.RoundTripsPerCall, "%.2f"), r.Lost)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%d\t%d\t%.0f\t%s\t%s\t%s\t%.0f\t%d\t\n", r.Backend, r.Leases, r.TTLSeconds, r.HeldSeconds,
+			r.Refreshes, r.RefreshCalls, perCall, rt, opt(r.RoundTripsPerCall, "%.2f"), opt(r.RoundTripsPerTick, "%.1f"),
+			r.HeapBytesPerLease, r.Lost)
 	}
 	return tw.Flush()
 }
