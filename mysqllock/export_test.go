@@ -16,3 +16,9 @@ func SweepOld(ctx context.Context, drv driver.Driver, age time.Duration) error {
 	}
 	return d.sweepOld(ctx, age)
 }
+
+// UseMySQLGrant makes a lease-mode driver send the grant it sends to
+// MySQL 8 servers (which MariaDB runs as well).
+func UseMySQLGrant(drv driver.Driver) {
+	drv.(*leases).flavor.Store(flavorMySQL)
+}

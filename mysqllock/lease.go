@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -19,23 +21,14 @@ const (
 
 // leases is the lease-mode driver: one row per name in the lease table.
 //
-// A grant is one short transaction: SELECT … FOR UPDATE of the name's
-// row, and only when it is free, expired or already the token's, the row
-// updated with the next fence (the name's own, kept in its row: see
-// grantIn); COMMIT. The alternative, a single INSERT … ON DUPLICATE KEY
-// UPDATE whose every assignment repeats the grant condition, was rejected
-// for two reasons: MySQL applies the assignments left to right (a later
-// one sees the earlier ones' new values, so the condition changes under
-// it), and it commits on its own, whenever the server runs it: an attempt
-// stalled behind a row lock after its caller gave up would still grant
-// the lock to nobody. In a transaction, nothing is granted until the
-// caller's COMMIT, which a caller that gave up never sends; its
-// connection is closed and the server rolls the attempt back. A loser
-// learns the holder from the same locked read. The cost is round trips:
-// on a pool that batches statements (batch.go, as dlock.Open makes it)
-// two for a grant (START TRANSACTION with the SELECT; the UPDATE with
-// COMMIT) and two for a loss (the SELECT; ROLLBACK); one by one, four for
-// a grant and three for a loss.
+// A grant is one message (lease_take.go): one autocommitted UPDATE that
+// gives the row to the token only when it is free, expired or already
+// the token's, with the row's next fence, and that refuses once the
+// caller's deadline has passed by the database clock, so that an attempt
+// the server runs after its caller gave up grants nothing; then a read of
+// the row, which names the holder to a loser. On a pool that batches
+// statements (batch.go, as dlock.Open makes it) it is one round trip, and
+// a release one more; one statement at a time, a grant is four.
 //
 // Fences are per name: each grant's is its row's last plus one. A row is
 // deleted only after the fence counter (the floor) was raised to its
@@ -44,7 +37,8 @@ const (
 type leases struct {
 	base
 	lockRow, ensureRow              string
-	take, took, keyBack             string
+	takeMaria, takeMySQL            string
+	took, keyBack                   string
 	refresh, token, release         string
 	sweepMax, raiseFloor, sweep     string
 	list, inspect, evict, adoptRead string
@@ -53,8 +47,10 @@ type leases struct {
 	// keys are the wake keys of the leases held (lease_wake.go).
 	keys *wakeKeys
 	// clock bounds the database clock's offset, for the deadline a
-	// grant carries (lease_take.go).
-	clock serverClock
+	// grant carries (lease_take.go); flavor is the server's kind, which
+	// picks the grant statement.
+	clock  serverClock
+	flavor atomic.Int32
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -63,7 +59,10 @@ type leases struct {
 func newLeases(b base) *leases {
 	d := &leases{base: b, keys: newWakeKeys(b.db), lastSweep: time.Now()}
 	d.lockRow, d.ensureRow = d.sql(leaseLockRow), d.sql(leaseEnsureRow)
-	d.take, d.took, d.keyBack = d.sql(leaseTake), d.sql(leaseTook), d.sql(leaseKeyBack)
+	take := d.sql(leaseTake)
+	d.takeMaria = takeMariaDB + strings.Replace(take, "{{clock}}", clockMariaDB, 1)
+	d.takeMySQL = strings.Replace(take, "{{clock}}", clockMySQL, 1)
+	d.took, d.keyBack = d.sql(leaseTook), d.sql(leaseKeyBack)
 	d.refresh, d.token, d.release = d.sql(leaseRefresh), d.sql(leaseToken), d.sql(leaseRelease)
 	d.sweepMax, d.raiseFloor, d.sweep = d.sql(leaseSweepMax), d.sql(leaseRaiseFloor), d.sql(leaseSweep)
 	d.list, d.inspect, d.evict, d.adoptRead = d.sql(leaseList), d.sql(leaseInspect), d.sql(leaseEvict), d.sql(leaseAdoptRead)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,9 +26,11 @@ import (
 // offset the last grants' replies allow (serverClock): the server reads
 // its clock after the caller sent the statement, so the offset measured
 // from a reply is at most the true one, and the guard errs on the early
-// side. The UPDATE never waits for a row lock (innodb_lock_wait_timeout
-// 0 for that statement): its clock is read when it starts, so a wait
-// would let it grant past the deadline. A row busy with another statement
+// side. On MariaDB the UPDATE never waits for a row lock
+// (innodb_lock_wait_timeout 0 for that statement): its clock is read when
+// it starts, so a wait would let it grant past the deadline. MySQL 8 has
+// neither SET STATEMENT nor a lock wait under a second: there the clock
+// is SYSDATE, read after the wait. A row busy with another statement
 // is tried again, 1 ms later, then 2, up to 16 ms apart, for up to busyFor.
 //
 // Its conditions, in the order MySQL applies them: the fence is the
@@ -37,12 +40,21 @@ import (
 // holder of its wake key (handedOn) unless this connection holds the key
 // (IS_USED_LOCK).
 const (
-	leaseTake = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR
-UPDATE {{table}} SET fence = IF(token <=> ?, fence, fence + 1), token = ?, owner = ?,
+	leaseTake = `UPDATE {{table}} SET fence = IF(token <=> ?, fence, fence + 1), token = ?, owner = ?,
 	expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-WHERE name = ? AND TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) < ? AND (token <=> ? OR
+WHERE name = ? AND {{clock}} < ? AND (token <=> ? OR
 	((token IS NULL OR expires_at <= UTC_TIMESTAMP(6)) AND (IS_USED_LOCK(?) <=> CONNECTION_ID()
 		OR token IS NOT NULL OR owner <> ? OR expires_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)))`
+
+	// takeMariaDB is leaseTake on MariaDB: it never waits for a row lock,
+	// and reads its clock when it starts.
+	takeMariaDB  = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR\n"
+	clockMariaDB = `TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))`
+	// clockMySQL is the clock of leaseTake on MySQL 8, which has no SET
+	// STATEMENT and no lock wait shorter than a second: SYSDATE is read
+	// when the condition is, after any wait for the row lock (wrong on a
+	// server started with --sysdate-is-now).
+	clockMySQL = `UNIX_TIMESTAMP(SYSDATE(6)) * 1000000`
 
 	// leaseTook reads the outcome of leaseTake (the rows it changed) and
 	// the row, with the database clock in µs since 1970.
@@ -77,8 +89,12 @@ func (d *leases) grantMsg(ctx context.Context, conn *sql.Conn, req driver.Reques
 	if err != nil {
 		return took{}, err
 	}
+	stmt, err := d.takeStmt(ctx, conn)
+	if err != nil {
+		return took{}, err
+	}
 	wake := d.wakeKey(req.Name)
-	take := step{d.take, []any{req.Token, req.Token, req.Owner, req.TTL.Microseconds(), req.Name, deadline,
+	take := step{stmt, []any{req.Token, req.Token, req.Owner, req.TTL.Microseconds(), req.Name, deadline,
 		req.Token, wake, handedOnMark, handoffGrace.Microseconds()}}
 	read := step{d.took, []any{req.Name}}
 	back := step{d.keyBack, []any{req.Name, req.Token, key}}
@@ -102,6 +118,34 @@ func (d *leases) grantMsg(ctx context.Context, conn *sql.Conn, req driver.Reques
 	}
 	return t, nil
 }
+
+// takeStmt is leaseTake for the server conn is on (MariaDB or MySQL),
+// asking it once per driver.
+func (d *leases) takeStmt(ctx context.Context, conn *sql.Conn) (string, error) {
+	switch d.flavor.Load() {
+	case flavorMariaDB:
+		return d.takeMaria, nil
+	case flavorMySQL:
+		return d.takeMySQL, nil
+	}
+	var version string
+	if err := conn.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
+		return "", err
+	}
+	if strings.Contains(version, "MariaDB") {
+		d.flavor.Store(flavorMariaDB)
+		return d.takeMaria, nil
+	}
+	d.flavor.Store(flavorMySQL)
+	return d.takeMySQL, nil
+}
+
+// Servers, as takeStmt learns them.
+const (
+	flavorUnknown int32 = iota
+	flavorMariaDB
+	flavorMySQL
+)
 
 // grantBatch sends the grant in one message; r receives the row.
 func (d *leases) grantBatch(ctx context.Context, conn *sql.Conn, key string, take, read, back step, r *row) (*row, bool, error) {

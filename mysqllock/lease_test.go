@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +88,33 @@ func TestSweptNameFenceStillRises(t *testing.T) {
 		t.Fatal("the sweep left the released row")
 	}
 	take("the grant after the sweep")
+}
+
+// TestMySQLGrant: the grant sent to MySQL 8 (a SYSDATE deadline guard, no
+// SET STATEMENT) grants, refuses naming the holder, and raises the fence,
+// as the MariaDB one does. MySQL itself is not packaged here: MariaDB
+// runs it.
+func TestMySQLGrant(t *testing.T) {
+	d := newDB(t)
+	drv := d.locker(t, mysqllock.Config{}).Driver()
+	mysqllock.UseMySQLGrant(drv)
+	deadline, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+	defer cancel()
+	a := driver.Request{Name: "mysql8", Token: strings.Repeat("a", 32), Owner: "a", TTL: time.Minute}
+	b := driver.Request{Name: "mysql8", Token: strings.Repeat("b", 32), Owner: "b", TTL: time.Minute}
+	ga, err := drv.TryAcquire(deadline, a)
+	if err != nil || !ga.Acquired {
+		t.Fatalf("first grant: %+v, %v", ga, err)
+	}
+	if g, err := drv.TryAcquire(deadline, b); err != nil || g.Acquired || g.Holder.Owner != "a" {
+		t.Fatalf("attempt on a held row: %+v, %v; want a refusal naming a", g, err)
+	}
+	if err := drv.Release(deadline, a.Name, a.Token); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // past the hand-on grace of a keyed release
+	gb, err := drv.TryAcquire(deadline, b)
+	if err != nil || !gb.Acquired || gb.Fence <= ga.Fence {
+		t.Fatalf("grant after the release: %+v, %v; want a fence above %d", gb, err, ga.Fence)
+	}
 }
