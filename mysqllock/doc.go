@@ -15,20 +15,21 @@
 // # Lease mode
 //
 // One InnoDB row per name (name, token, owner, fence, expires_at). A
-// grant is one short transaction: SELECT … FOR UPDATE of the name's row,
-// and when it is free, expired by the database clock (UTC_TIMESTAMP(6))
-// or already the token's (a retried attempt), a fence drawn from the
-// fence counter and the row updated; a loser learns the holder from the
-// same locked read. Refresh and release are one token-checked UPDATE
-// each. Nothing is granted until the caller's COMMIT, so an attempt
-// stalled in the server after its caller gave up grants nothing: its
-// connection is closed, and the server rolls it back. Released rows stay
-// free for ten minutes and are then deleted (fences do not depend on
-// them). MySQL has no LISTEN/NOTIFY, so waiters (driver.Queuer) wait in
-// the server, first come first served, in GET_LOCK on the name's wake
-// key, which every holder keeps while it holds the lease (a single
-// attempt's on one of a few shared connections per Locker, a waiter's on the
-// connection it waited on) and frees right after its release: the
+// grant is one message: one autocommitted UPDATE that gives the row to
+// the token when it is free, expired by the database clock
+// (UTC_TIMESTAMP(6)) or already the token's (a retried attempt), with the
+// row's next fence, and a read of the row, which names the holder to a
+// loser. The UPDATE carries the caller's deadline on the database clock
+// and refuses past it, so an attempt that the server runs after its
+// caller gave up (a stopped server resuming) grants nothing. Refresh and
+// release are one token-checked UPDATE each. Fences are per name, kept in
+// the row; released rows stay free for ten minutes and are then deleted,
+// after the floor new rows start from is raised to their fences (so a
+// name's fences still rise). MySQL has no LISTEN/NOTIFY, so waiters
+// (driver.Queuer) wait in the server, first come first served, in
+// GET_LOCK on the name's wake key, which every holder keeps while it
+// holds the lease (a single attempt's on one of a few shared connections
+// per Locker, a waiter's on the connection it waited on) and frees right after its release: the
 // release hands the key to the first waiter, which takes the row. A
 // waiter that dies leaves the queue with its connection; one that gave
 // up, even a stopped process, stops waiting in the server at its
