@@ -2,10 +2,8 @@ package benchreport
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -49,26 +47,10 @@ type Growth struct {
 }
 
 // ReadGrowth reads a growth results file.
-func ReadGrowth(path string) (*Growth, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var g Growth
-	if err := json.Unmarshal(b, &g); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &g, nil
-}
+func ReadGrowth(path string) (*Growth, error) { return readJSON[Growth](path) }
 
 // WriteGrowth writes g to path, indented, for review in a diff.
-func WriteGrowth(path string, g *Growth) error {
-	b, err := json.MarshalIndent(g, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
+func WriteGrowth(path string, g *Growth) error { return writeJSON(path, g) }
 
 // growthNote opens the rendered growth block.
 const growthNote = "<!-- Rendered from docs/growth.json by `make bench-growth`; TestBenchDocsCurrent checks it. Do not edit. -->\n"

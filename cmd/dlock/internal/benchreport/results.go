@@ -72,21 +72,27 @@ type Semaphore struct {
 }
 
 // ReadResults reads a results file.
-func ReadResults(path string) (*Results, error) {
+func ReadResults(path string) (*Results, error) { return readJSON[Results](path) }
+
+// WriteResults writes r to path, indented, for review in a diff.
+func WriteResults(path string, r *Results) error { return writeJSON(path, r) }
+
+// readJSON reads a committed result file into a T.
+func readJSON[T any](path string) (*T, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var r Results
-	if err := json.Unmarshal(b, &r); err != nil {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &r, nil
+	return &v, nil
 }
 
-// WriteResults writes r to path, indented, for review in a diff.
-func WriteResults(path string, r *Results) error {
-	b, err := json.MarshalIndent(r, "", "  ")
+// writeJSON writes v to path, indented, for review in a diff.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
