@@ -16,3 +16,20 @@ func SetStepHook(drv driver.Driver, hook func(step string)) {
 // WaitValue is the value of a queued waiter's key whose wait ends at
 // lapse (see waitMark).
 var WaitValue = waitValue
+
+// LiveKeys is, over drv's sessions, the count of live keys the sessions
+// keep and the count a walk over their keys finds.
+func LiveKeys(drv driver.Driver) (kept, walked int) {
+	p := drv.(*etcdDriver).pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.all {
+		kept += s.nlive
+		for _, at := range s.keys {
+			if !at.IsZero() {
+				walked++
+			}
+		}
+	}
+	return kept, walked
+}

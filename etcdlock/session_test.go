@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -256,4 +257,56 @@ func TestLateRefreshLeavesTheNextClaimsKey(t *testing.T) {
 	if n := count(t, admin, name); n != 0 {
 		t.Errorf("%d keys left after B released: B's key holds the lock", n)
 	}
+}
+
+// TestSessionCountsLiveKeys: a session's count of the keys still held,
+// kept as keys come and go (so that releasing 100,000 leases is not a
+// walk over all of them per release), agrees with a walk over its keys
+// through grants, a waiter's move to the lock's lease, releases and
+// expiries.
+func TestSessionCountsLiveKeys(t *testing.T) {
+	srv := testserver.Etcd(t)
+	l := locker(t, srv.Endpoint)
+	ctx := context.Background()
+	check := func(when string, want int) {
+		t.Helper()
+		kept, walked := etcdlock.LiveKeys(l.Driver())
+		if kept != walked || (want >= 0 && kept != want) {
+			t.Fatalf("%s: sessions count %d live keys, a walk finds %d (want %d)", when, kept, walked, want)
+		}
+	}
+	var held []*dlock.Lease
+	for i := range 40 {
+		ls, err := l.TryAcquire(ctx, fmt.Sprintf("live/%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, ls)
+	}
+	check("after 40 grants", 40)
+	waited := make(chan error, 1)
+	go func() {
+		ls, err := l.Acquire(ctx, "live/0", dlock.WithWait(10*time.Second))
+		if err == nil {
+			err = ls.Release(ctx)
+		}
+		waited <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the waiter queued behind live/0
+	check("with a waiter queued", -1)
+	for _, ls := range held[:20] {
+		if err := ls.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	check("after 20 releases and the waiter's turn", 20)
+	for _, ls := range held[20:] {
+		if err := ls.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after every release", 0)
 }

@@ -73,19 +73,19 @@ func (p *pool) ready(key string, secs int64) (*session, time.Time) {
 
 // rebound binds key to s, asked for now. p.mu is held.
 func (p *pool) rebound(key string, s *session, keep bool) {
-	s.keys[key] = time.Now()
+	s.mark(key, time.Now())
 	old := p.byKey[key]
 	switch {
 	case old == s:
 	case keep && old != nil:
 		if prev := p.moving[key]; prev != nil && prev != s {
-			delete(prev.keys, key)
+			prev.unmark(key)
 			p.idleCheck(prev)
 		}
 		p.moving[key] = s
 	default:
 		if old != nil {
-			delete(old.keys, key)
+			old.unmark(key)
 			p.idleCheck(old)
 		}
 		p.byKey[key] = s
@@ -107,7 +107,7 @@ func (p *pool) settle(key string, s *session, moved bool) {
 		p.byKey[key] = s
 	}
 	if from != nil {
-		delete(from.keys, key)
+		from.unmark(key)
 		p.idleCheck(from)
 	}
 }
@@ -202,6 +202,6 @@ func (p *pool) renewedLately(s *session, key string) (time.Time, bool) {
 	if _, ok := s.keys[key]; !ok || s.dead || time.Since(s.since) >= s.ttl/renewAgeDiv {
 		return time.Time{}, false
 	}
-	s.keys[key] = time.Now()
+	s.mark(key, time.Now())
 	return s.since, true
 }
