@@ -43,9 +43,26 @@ func TestAbandonedGrantGrantsNothing(t *testing.T) {
 	attempt, cancel := context.WithTimeout(ctx(t), deadline)
 	defer cancel()
 	second := driver.Request{Name: "stalled", Token: strings.Repeat("b", 32), Owner: "gave up", TTL: time.Hour}
-	start := time.Now()
-	g, err := attempts.TryAcquire(attempt, second)
-	took := time.Since(start)
+	type result struct {
+		g    driver.Grant
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		g, err := attempts.TryAcquire(attempt, second)
+		done <- result{g, err, time.Since(start)}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second): // thirty times the attempt's deadline
+		_ = srv.Resume()
+		res = <-done
+		t.Fatalf("TryAcquire with a %s deadline still blocked 30s later on a stopped server (returned %+v, %v after SIGCONT)", deadline, res.g, res.err)
+	}
+	g, err, took := res.g, res.err, res.took
 	if !stop.fired.Load() {
 		t.Fatal("the attempt never sent its grant: the test stopped nothing")
 	}
