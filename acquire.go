@@ -4,6 +4,7 @@ import (
 	"context"
 	cryptorand "crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"time"
 
@@ -102,6 +103,9 @@ func (l *Locker) AcquireAll(ctx context.Context, names []string, opts ...Option)
 // acquire takes one backend key — a plain lock's name, or a grant of a
 // primitive — waiting through the wait engine (waiter) as s says.
 func (l *Locker) acquire(ctx context.Context, key string, s settings) (*Lease, error) {
+	if err := l.watchdog.keepUp(ctx); err != nil {
+		return nil, fmt.Errorf("dlock: acquire %q: this Locker's lease refreshes are behind, and the context ended before they caught up: %w", parseKey(key).name, err)
+	}
 	a := attempt{l: l, s: s, req: driver.Request{Name: key, Token: newToken(), Owner: s.owner, TTL: s.ttl}}
 	w, wctx := l.waitFor(ctx, parseKey(key).name, s)
 	defer w.close()

@@ -1,8 +1,7 @@
 package dlock
 
 import (
-	"context"
-	"errors"
+	"container/heap"
 	"sync"
 	"time"
 
@@ -30,8 +29,18 @@ type watchdog struct {
 	// (Locker.releaseLost).
 	releaseLost func(name, token string, ttl time.Duration)
 
-	mu      sync.Mutex
-	sched   map[*Lease]*schedule
+	mu    sync.Mutex
+	sched map[*Lease]*schedule
+	queue dueQueue // the schedules of sched, by due time
+	// pending holds the leases due for a refresh that no call carries
+	// yet, oldest first; callers counts the goroutines sending them
+	// (watchdog_refresh.go).
+	pending []*Lease
+	callers int
+	backlog chan struct{} // closed when the refreshes catch up
+	// visits counts the schedules scan took from the queue, for tests:
+	// a scan must not walk the leases that have nothing due.
+	visits  int64
 	running bool
 	// wakeAt is when the loop's timer fires next: a lease due no earlier
 	// needs no wake-up, so that taking and releasing leases does not make
@@ -48,6 +57,8 @@ type watchdog struct {
 }
 
 type schedule struct {
+	ls        *Lease
+	at        int // index in the watchdog's queue, -1 when out of it
 	ttl       time.Duration
 	refreshAt time.Time // zero for leases without auto-refresh
 	lossAt    time.Time
@@ -55,9 +66,6 @@ type schedule struct {
 	retrying  bool  // refreshAt is a retry after a transport failure
 	lastErr   error // the last transport failure, the cause of a loss
 }
-
-// maxBatch bounds one batched refresh call.
-const maxBatch = 1000
 
 func newWatchdog(drv driver.Driver, clock Clock, releaseLost func(name, token string, ttl time.Duration)) *watchdog {
 	wd := &watchdog{drv: drv, clock: clock, releaseLost: releaseLost, sched: map[*Lease]*schedule{}, wake: make(chan struct{}, 1), stop: make(chan struct{})}
@@ -72,7 +80,11 @@ func (wd *watchdog) add(ls *Lease) {
 	if len(wd.sched) == 0 {
 		wd.idle.Stop()
 	}
+	if old, ok := wd.sched[ls]; ok {
+		wd.queue.remove(old)
+	}
 	wd.sched[ls] = s
+	heap.Push(&wd.queue, s)
 	start := !wd.running
 	if start {
 		wd.running = true
@@ -86,28 +98,48 @@ func (wd *watchdog) add(ls *Lease) {
 	}
 }
 
-// due is the earliest time the loop must look at s.
+// due is the earliest time the loop must look at s: its refresh, or
+// its loss time when it is not refreshed or its refresh is in flight.
 func (s *schedule) due() time.Time {
-	if s.refreshAt.IsZero() {
+	if s.refreshAt.IsZero() || s.inflight {
 		return s.lossAt
 	}
-	return earliest(s.refreshAt, s.lossAt) // as scan computes its next wake-up
+	return earliest(s.refreshAt, s.lossAt)
+}
+
+// early is how long before its refresh time s may be refreshed, with
+// neighbours coming due soon after: TTL/12, and none for a retry, which
+// would otherwise be due again at once (a hot loop).
+func (s *schedule) early() time.Duration {
+	if s.retrying {
+		return 0
+	}
+	return s.ttl / 12
 }
 
 func scheduleFor(ls *Lease) *schedule {
+	s := &schedule{ls: ls, at: -1}
+	s.reset()
+	return s
+}
+
+// reset computes s's times afresh from its lease, in no state (neither
+// in flight nor retrying).
+func (s *schedule) reset() {
+	ls := s.ls
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	// The window is the TTL, or a provisional grant's shorter window
 	// until its first refresh: refreshed within a third of it, lost with
 	// a third left.
 	w := ls.window
-	s := &schedule{ttl: w, lossAt: ls.expires}
+	s.ttl, s.lossAt, s.refreshAt = w, ls.expires, time.Time{}
+	s.inflight, s.retrying, s.lastErr = false, false, nil
 	if ls.auto {
 		granted := ls.expires.Add(-(w - driver.ClockDrift(w)))
 		s.refreshAt = granted.Add(w / 3)
 		s.lossAt = ls.expires.Add(-w / 3)
 	}
-	return s
 }
 
 // reschedule recomputes ls's schedule after a confirmed refresh.
@@ -115,8 +147,9 @@ func scheduleFor(ls *Lease) *schedule {
 // needs no wake-up (the watchdog's refresh wakes it once per batch).
 func (wd *watchdog) reschedule(ls *Lease) {
 	wd.mu.Lock()
-	if _, ok := wd.sched[ls]; ok {
-		wd.sched[ls] = scheduleFor(ls)
+	if s, ok := wd.sched[ls]; ok {
+		s.reset()
+		wd.queue.fix(s)
 	}
 	wd.mu.Unlock()
 }
@@ -126,7 +159,10 @@ func (wd *watchdog) reschedule(ls *Lease) {
 // lease came meanwhile), so that it lingers and exits on time.
 func (wd *watchdog) remove(ls *Lease) {
 	wd.mu.Lock()
-	delete(wd.sched, ls)
+	if s, ok := wd.sched[ls]; ok {
+		wd.queue.remove(s)
+		delete(wd.sched, ls)
+	}
 	if len(wd.sched) == 0 {
 		wd.idle.Reset(watchdogLinger)
 	}
@@ -197,12 +233,7 @@ func (wd *watchdog) loop() {
 		for ls, cause := range lost {
 			wd.declareLost(ls, cause)
 		}
-		for len(due) > 0 {
-			n := min(len(due), maxBatch)
-			wd.wg.Add(1)
-			go wd.refresh(due[:n])
-			due = due[n:]
-		}
+		wd.enqueue(due)
 		timer.Reset(next.Sub(now))
 		select {
 		case <-timer.C():
@@ -217,7 +248,12 @@ func (wd *watchdog) loop() {
 }
 
 // scan picks the leases to refresh and to declare lost, and when to look
-// again. ok is false (and the loop must exit) when no lease is left.
+// again. ok is false (and the loop must exit) when no lease is left. It
+// visits the queue from its top, only as far as leases are due: lost, or
+// due for a refresh, which comes up to TTL/12 early (schedule.early) to
+// batch neighbours. A lease whose refresh is sent goes back into the
+// queue at its loss time; so do leases near their due time with nothing
+// to do yet (a refresh in flight, a loss time not reached).
 func (wd *watchdog) scan(now time.Time) (due []*Lease, lost map[*Lease]error, next time.Time, ok bool) {
 	wd.mu.Lock()
 	defer wd.mu.Unlock()
@@ -225,34 +261,39 @@ func (wd *watchdog) scan(now time.Time) (due []*Lease, lost map[*Lease]error, ne
 		wd.wakeAt = time.Time{}
 		return nil, nil, time.Time{}, false
 	}
-	defer func() { wd.wakeAt = next }()
-	next = now.Add(time.Hour)
-	for ls, s := range wd.sched {
+	var back []*schedule
+	for len(wd.queue) > 0 {
+		s := wd.queue[0]
+		if now.Add(s.early()).Before(s.due()) {
+			break // nothing below the top is due sooner
+		}
+		heap.Pop(&wd.queue)
+		wd.visits++
 		if !now.Before(s.lossAt) {
 			if lost == nil {
 				lost = map[*Lease]error{}
 			}
-			lost[ls] = s.lastErr
-			delete(wd.sched, ls)
+			lost[s.ls] = s.lastErr
+			delete(wd.sched, s.ls)
 			continue
 		}
-		next = earliest(next, s.lossAt)
-		if s.refreshAt.IsZero() || s.inflight {
+		back = append(back, s)
+		if s.refreshAt.IsZero() || s.inflight || now.Add(s.early()).Before(s.refreshAt) {
 			continue
 		}
-		// Refreshes come due up to TTL/12 early, to batch neighbours;
-		// a retry does not, or it would be due again at once (hot loop).
-		early := s.ttl / 12
-		if s.retrying {
-			early = 0
-		}
-		if !now.Add(early).Before(s.refreshAt) {
-			s.inflight = true
-			due = append(due, ls)
-			continue
-		}
-		next = earliest(next, s.refreshAt)
+		s.inflight = true
+		due = append(due, s.ls)
 	}
+	for _, s := range back {
+		heap.Push(&wd.queue, s)
+	}
+	if len(wd.sched) == 0 {
+		// Every lease was lost: look again at once, to linger and exit.
+		wd.wakeAt = time.Time{}
+		return due, lost, now, true
+	}
+	next = wd.queue.next(now)
+	wd.wakeAt = next
 	return due, lost, next, true
 }
 
@@ -261,90 +302,6 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// refresh renews a batch of leases and records each outcome.
-func (wd *watchdog) refresh(batch []*Lease) {
-	defer wd.wg.Done()
-	sent := wd.clock.Now()
-	// The deadline is on wd.clock; the context's timer runs on the host's.
-	ctx, cancel := context.WithTimeout(context.Background(), wd.deadline(batch).Sub(sent))
-	defer cancel()
-	results := wd.send(ctx, batch)
-	for i, ls := range batch {
-		err := results[i]
-		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
-			wd.retryLater(ls, err)
-			continue
-		}
-		// Record the outcome (a new schedule) before clearing inflight, so
-		// that a scan in between does not see the old, due, refreshAt.
-		_ = ls.refreshed(sent, ls.TTL(), err)
-		wd.clearInflight(ls)
-	}
-	wd.poke()
-}
-
-func (wd *watchdog) deadline(batch []*Lease) time.Time {
-	wd.mu.Lock()
-	defer wd.mu.Unlock()
-	d := wd.clock.Now().Add(time.Hour)
-	for _, ls := range batch {
-		if s, ok := wd.sched[ls]; ok {
-			d = earliest(d, s.lossAt)
-		}
-	}
-	return d
-}
-
-// send refreshes batch in one call if the driver batches, else one call per
-// lease, concurrently. results[i] belongs to batch[i].
-func (wd *watchdog) send(ctx context.Context, batch []*Lease) []error {
-	drv := wd.drv
-	if br, ok := drv.(driver.BatchRefresher); ok && len(batch) > 1 {
-		items := make([]driver.RefreshItem, len(batch))
-		for i, ls := range batch {
-			items[i] = driver.RefreshItem{Name: ls.name, Token: ls.token, TTL: ls.TTL()}
-		}
-		results, err := br.RefreshBatch(ctx, items)
-		if err != nil || len(results) != len(batch) {
-			if err == nil {
-				err = errors.New("driver returned a short batch")
-			}
-			results = make([]error, len(batch))
-			for i := range results {
-				results[i] = err
-			}
-		}
-		return results
-	}
-	results := make([]error, len(batch))
-	var wg sync.WaitGroup
-	for i, ls := range batch {
-		wg.Go(func() { results[i] = drv.Refresh(ctx, ls.name, ls.token, ls.TTL()) })
-	}
-	wg.Wait()
-	return results
-}
-
-func (wd *watchdog) clearInflight(ls *Lease) {
-	wd.mu.Lock()
-	if s, ok := wd.sched[ls]; ok {
-		s.inflight = false
-	}
-	wd.mu.Unlock()
-}
-
-// retryLater schedules another attempt after a transport failure.
-func (wd *watchdog) retryLater(ls *Lease, err error) {
-	wd.mu.Lock()
-	defer wd.mu.Unlock()
-	if s, ok := wd.sched[ls]; ok {
-		s.inflight = false
-		s.lastErr = err
-		s.retrying = true
-		s.refreshAt = wd.clock.Now().Add(max(s.ttl/12, time.Millisecond))
-	}
 }
 
 // declareLost ends a lease whose refresh could not be confirmed in time,

@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -167,6 +168,38 @@ func TestBatchRefresh(t *testing.T) {
 		}
 		if r := d.refreshes.Load(); r != 0 {
 			t.Errorf("%d single Refresh calls, want 0 (all batched): %v", r, d.refreshTimes())
+		}
+	})
+}
+
+// TestWatchdogVisitsOnlyDueLeases: the watchdog's work at a wake-up
+// grows with the leases due then, not with all it keeps. 2,000 leases
+// are taken 1 ms apart, so that they come due at 2,000 different times,
+// and refreshed for 3 TTLs. Walking every lease at each wake-up, as the
+// watchdog once did, is millions of visits; looking only at those due is
+// a few per refresh.
+func TestWatchdogVisitsOnlyDueLeases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newCounting(t, memlock.NewStore())
+		l := wrap(t, d)
+		defer l.Close()
+		const ttl, n = 3 * time.Second, 2000
+		for i := range n {
+			if _, err := l.TryAcquire(t.Context(), fmt.Sprintf("visits/%d", i), dlock.WithTTL(ttl)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(3 * ttl)
+		synctest.Wait()
+		refreshes := d.refreshes.Load()
+		visits := dlock.WatchdogVisits(l)
+		t.Logf("%d refreshes, %d visits", refreshes, visits)
+		if refreshes < 3*n {
+			t.Fatalf("%d refreshes of %d leases in 3 TTLs, want at least %d", refreshes, n, 3*n)
+		}
+		if visits > 4*refreshes {
+			t.Errorf("the watchdog visited leases %d times for %d refreshes: it walks leases with nothing due", visits, refreshes)
 		}
 	})
 }

@@ -12,3 +12,10 @@ import (
 func SetSleepHook(drv driver.Driver, hook func(reserved, sleep time.Duration)) {
 	drv.(*leases).sleepHook = hook
 }
+
+// BatchStatements returns a lease-mode driver's batch refresh and
+// release statements and the channel its releases notify.
+func BatchStatements(drv driver.Driver) (refresh, release, channel string) {
+	d := drv.(*leases)
+	return d.refreshBatch, d.releaseBatch, d.channel
+}

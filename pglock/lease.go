@@ -27,7 +27,7 @@ type leases struct {
 	acquire, acquireInTurn, holder            string
 	refresh, release, tombstone               string
 	refreshBatch, releaseBatch, list, inspect string
-	forceRelease, sweep                       string
+	forceRelease, sweep, tokens               string
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -43,6 +43,7 @@ func newLeases(b base) *leases {
 	d.refresh, d.release, d.tombstone = d.sql(leaseRefresh), d.sql(leaseRelease), d.sql(leaseTombstone)
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
 	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
+	d.tokens = d.sql(leaseTokens)
 	return d
 }
 

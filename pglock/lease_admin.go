@@ -3,62 +3,10 @@ package pglock
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/jackc/pgx/v5"
 )
-
-// RefreshBatch extends many leases in one statement (driver.BatchRefresher).
-func (d *leases) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
-	names, tokens, micros := batchArgs(items)
-	// QueryExecModeExec: planned for these arrays at every call (see
-	// batchExec).
-	rows, err := d.pool.Query(ctx, d.refreshBatch, batchExec, names, tokens, micros)
-	if err != nil {
-		return nil, d.classify(err)
-	}
-	results := make([]error, len(items))
-	seen := 0
-	var (
-		i       int64
-		ok      bool
-		current *string
-	)
-	_, err = pgx.ForEachRow(rows, []any{&i, &ok, &current}, func() error {
-		if i < 1 || int(i) > len(items) {
-			return fmt.Errorf("pglock: batch refresh returned item %d of %d", i, len(items))
-		}
-		if !ok {
-			results[i-1] = notHeld(items[i-1].Token, current)
-		}
-		seen++
-		return nil
-	})
-	if err == nil && seen != len(items) {
-		err = fmt.Errorf("pglock: batch refresh answered %d of %d items", seen, len(items))
-	}
-	return results, d.classify(err)
-}
-
-// batchExec is how the batch statements are sent: as an unnamed
-// statement, planned for each call's arrays. As a cached prepared
-// statement, Postgres switches to a generic plan after five calls, which
-// does not know the arrays' length: a 1,000-lease refresh then took 6–10
-// times longer (≈ 200 ms instead of 22 ms), and 10,000 leases at TTL 2 s
-// were lost for want of refreshes. Planning costs ≈ 0.2 ms a batch.
-const batchExec = pgx.QueryExecModeExec
-
-// batchArgs turns items into the statement's three parallel arrays.
-func batchArgs(items []driver.RefreshItem) (names, tokens []string, micros []int64) {
-	names = make([]string, len(items))
-	tokens = make([]string, len(items))
-	micros = make([]int64, len(items))
-	for i, it := range items {
-		names[i], tokens[i], micros[i] = it.Name, it.Token, it.TTL.Microseconds()
-	}
-	return names, tokens, micros
-}
 
 // List returns the live holders whose names start with prefix, by name.
 func (d *leases) List(ctx context.Context, prefix string) ([]driver.Holder, error) {
@@ -114,42 +62,4 @@ func (d *leases) ForceRelease(ctx context.Context, name string) (driver.Holder, 
 		return driver.Holder{}, false, uint64(newFence), nil
 	}
 	return holder(name, owner, fence, micros), true, uint64(newFence), nil
-}
-
-// ReleaseBatch (driver.BatchReleaser) frees many leases in one statement.
-// Unlike Release it records no released token for a lease it does not
-// hold: the batch serves Locker.Close and ReleaseAll, whose leases were
-// granted.
-func (d *leases) ReleaseBatch(ctx context.Context, items []driver.ReleaseItem) ([]error, error) {
-	names := make([]string, len(items))
-	tokens := make([]string, len(items))
-	for i, it := range items {
-		names[i], tokens[i] = it.Name, it.Token
-	}
-	rows, err := d.pool.Query(ctx, d.releaseBatch, batchExec, names, tokens, d.channel)
-	if err != nil {
-		return nil, d.classify(err)
-	}
-	results := make([]error, len(items))
-	seen := 0
-	var (
-		i       int64
-		ok      bool
-		current *string
-		n       int64
-	)
-	_, err = pgx.ForEachRow(rows, []any{&i, &ok, &current, &n}, func() error {
-		if i < 1 || int(i) > len(items) {
-			return fmt.Errorf("pglock: batch release returned item %d of %d", i, len(items))
-		}
-		if !ok {
-			results[i-1] = notHeld(items[i-1].Token, current)
-		}
-		seen++
-		return nil
-	})
-	if err == nil && seen != len(items) {
-		err = fmt.Errorf("pglock: batch release answered %d of %d items", seen, len(items))
-	}
-	return results, d.classify(err)
 }

@@ -197,35 +197,37 @@ const deadAppend = `(l.dead || $2::text)[greatest(1, cardinality(l.dead) - 6):]`
 // leaseSweep deletes the tombstones older than $1 microseconds.
 const leaseSweep = `DELETE FROM {{table}} WHERE token IS NULL AND expires_at < clock_timestamp() - $1::bigint * interval '1 microsecond'`
 
-// leaseRefreshBatch extends many leases in one statement; one row per
-// item, by ordinality.
+// leaseRefreshBatch extends many leases in one statement; it returns the
+// ordinal of each item it extended (see RefreshBatch for the others).
+
 const leaseRefreshBatch = `
 WITH req AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS q(name, token, micros, i)
-), r AS (
-	UPDATE {{table}} t SET expires_at = clock_timestamp() + req.micros * interval '1 microsecond'
-	FROM req WHERE t.name = req.name AND t.token = req.token AND t.expires_at > clock_timestamp()
-	RETURNING t.name
 )
-SELECT req.i, r.name IS NOT NULL, cur.token
-FROM req LEFT JOIN r ON r.name = req.name LEFT JOIN {{table}} cur ON cur.name = req.name`
+UPDATE {{table}} t SET expires_at = clock_timestamp() + req.micros * interval '1 microsecond'
+FROM req WHERE t.name = req.name AND t.token = req.token AND t.expires_at > clock_timestamp()
+RETURNING req.i`
 
 // leaseReleaseBatch frees many leases in one statement (by token; a
-// lease not held is left alone); one row per item, by ordinality, with
-// whether it was held and the current token. Waiters are notified.
+// lease not held is left alone), as leaseRelease frees one: each row's
+// released token recorded, and when waiters queue, the lock reserved for
+// the head of its queue, which is notified on channel $3 and moved to the
+// tail. It returns the ordinal of each item it freed.
 const leaseReleaseBatch = `
 WITH req AS (
 	SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS q(name, token, i)
-), r AS (
-	UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
-		dead = (l.dead || req.token)[greatest(1, cardinality(l.dead) - 6):], waiters = ` + rotate + `
-	FROM req WHERE l.name = req.name AND l.token = req.token
-	RETURNING req.i, l.waiters[cardinality(l.waiters)] AS next
-), n AS (
-	SELECT pg_notify($3, r.next) FROM r WHERE r.next IS NOT NULL
 )
-SELECT req.i, r.i IS NOT NULL, cur.token, (SELECT count(*) FROM n)
-FROM req LEFT JOIN r ON r.i = req.i LEFT JOIN {{table}} cur ON cur.name = req.name`
+UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
+	dead = (l.dead || req.token)[greatest(1, cardinality(l.dead) - 6):], waiters = ` + rotate + `,
+	reserved = CASE WHEN cardinality(l.waiters) > 0 THEN l.waiters[1] END
+FROM req WHERE l.name = req.name AND l.token = req.token
+RETURNING req.i, CASE WHEN l.reserved IS NOT NULL THEN pg_notify($3, l.reserved)::text END`
+
+// leaseTokens returns, by ordinal, the token holding each name of $1
+// (NULL when free or without a row): why a batch left an item alone.
+const leaseTokens = `
+SELECT q.i, cur.token FROM unnest($1::text[]) WITH ORDINALITY AS q(name, i)
+LEFT JOIN {{table}} cur ON cur.name = q.name`
 
 // leaseList returns the live holders whose names start with $1.
 const leaseList = `
