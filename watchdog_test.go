@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/memlock"
 )
 
@@ -200,6 +202,71 @@ func TestWatchdogVisitsOnlyDueLeases(t *testing.T) {
 		}
 		if visits > 4*refreshes {
 			t.Errorf("the watchdog visited leases %d times for %d refreshes: it walks leases with nothing due", visits, refreshes)
+		}
+	})
+}
+
+// slowBatchingDriver is a batchingDriver whose batched refreshes take
+// perItem for each lease they carry.
+type slowBatchingDriver struct {
+	*batchingDriver
+	perItem time.Duration
+}
+
+func (d *slowBatchingDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
+	time.Sleep(time.Duration(len(items)) * d.perItem)
+	return d.batchingDriver.RefreshBatch(ctx, items)
+}
+
+// TestAcquireWaitsForBehindRefreshes: a Locker whose backend cannot
+// refresh as many leases as it is asked to take keeps those it holds
+// and slows its acquisitions, instead of taking leases it then loses.
+// Refreshes cost 200 µs a lease, at most 4 calls at a time: 20,000 a
+// second, or 20,000 leases at TTL 3 s (refreshed every second). 16
+// goroutines take a lease every millisecond each for 3 s, 48,000 if
+// nothing held them back.
+func TestAcquireWaitsForBehindRefreshes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &slowBatchingDriver{batchingDriver: &batchingDriver{countingDriver: newCounting(t, memlock.NewStore())}, perItem: 200 * time.Microsecond}
+		l := wrap(t, d)
+		defer l.Close()
+		const ttl = 3 * time.Second
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		var (
+			mu     sync.Mutex
+			leases []*dlock.Lease
+			wg     sync.WaitGroup
+		)
+		for g := range 16 {
+			wg.Go(func() {
+				for i := 0; ctx.Err() == nil; i++ {
+					ls, err := l.TryAcquire(ctx, fmt.Sprintf("behind/%d/%d", g, i), dlock.WithTTL(ttl))
+					if err != nil {
+						if ctx.Err() == nil {
+							t.Errorf("TryAcquire: %v", err)
+						}
+						return
+					}
+					mu.Lock()
+					leases = append(leases, ls)
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(2 * ttl)
+		synctest.Wait()
+		lost := 0
+		for _, ls := range leases {
+			if ls.Err() != nil {
+				lost++
+			}
+		}
+		t.Logf("%d leases taken, %d lost, %d refreshes in %d batches", len(leases), lost, d.items.Load(), d.batches.Load())
+		if lost > 0 {
+			t.Errorf("%d of %d leases lost: the Locker took more leases than it could refresh", lost, len(leases))
 		}
 	})
 }
