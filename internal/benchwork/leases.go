@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,9 +138,12 @@ type Holding struct {
 	// HeapPerLease is the client's Go heap in use after every lease was
 	// taken minus before the first, over Leases, in bytes: each side read
 	// with runtime.ReadMemStats (HeapAlloc) right after a runtime.GC, so
-	// it counts what the leases keep alive, not their garbage. It includes
-	// whatever the client grew while taking them (connections of its
-	// pool), which weighs less as Leases grows.
+	// it counts what the leases keep alive, not their garbage. The
+	// workers first take a lease each, together (warm), so that the
+	// client's fixed costs, the connections its pool opens for them, are
+	// not counted as the leases'. What the client grows
+	// beyond that while taking them is counted, and weighs less as
+	// Leases grows.
 	HeapPerLease float64
 }
 
@@ -148,10 +152,15 @@ func (h Hold) Run(ctx context.Context) (r Holding, err error) {
 	if h.N < 1 || h.Workers < 1 {
 		return Holding{}, fmt.Errorf("benchwork: hold %d leases with %d workers: both must be at least 1", h.N, h.Workers)
 	}
+	warm, err := h.warm(ctx)
+	if err != nil {
+		r.Release, r.Released = h.release(ctx, warm)
+		return Holding{}, err
+	}
 	heap0 := heapInUse()
 	t0 := time.Now()
 	leases, err := h.take(ctx)
-	defer func() { r.Release, r.Released = h.release(ctx, leases) }()
+	defer func() { r.Release, r.Released = h.release(ctx, append(leases, warm...)) }()
 	if err != nil {
 		return Holding{}, err
 	}
@@ -215,6 +224,32 @@ func (h Hold) mark(held bool) {
 	if h.Mark != nil {
 		h.Mark(held)
 	}
+}
+
+// warm has the workers take a lease each, at the same time, so that the
+// client opens the connections they use before the heap is first read.
+// The leases are released with the others; they are not refreshed, so
+// that the refreshes counted are the others'.
+func (h Hold) warm(ctx context.Context) ([]*dlock.Lease, error) {
+	leases := make([]*dlock.Lease, h.Workers)
+	errs := make([]error, h.Workers)
+	var wg sync.WaitGroup
+	for w := range h.Workers {
+		wg.Go(func() {
+			leases[w], errs[w] = h.Locker.TryAcquire(ctx, Name(h.Prefix+"warm/", w), append(slices.Clone(h.Opts), dlock.WithAutoRefresh(false))...)
+		})
+	}
+	wg.Wait()
+	held := make([]*dlock.Lease, 0, h.Workers)
+	for _, ls := range leases {
+		if ls != nil {
+			held = append(held, ls)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return held, fmt.Errorf("benchwork: warm-up: %w", err)
+	}
+	return held, nil
 }
 
 // takeAttempts bounds the attempts on one lease: a backend may fail one

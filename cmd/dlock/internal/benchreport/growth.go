@@ -121,7 +121,9 @@ func WriteGrowthMarkdown(w io.Writer, g *Growth) error {
 		fmt.Fprintf(w, "- %s: %s\n", grp[0].Backend, verdict(grp))
 	}
 	_, err := fmt.Fprintln(w, "\nA tick is the watchdog's period, TTL/3: ticks = held time ÷ (TTL/3). Client memory/lease is the Go heap in use "+
-		"(HeapAlloc after a GC) once every lease is taken, minus before, over the leases. Release all: ReleaseAll of every lease "+
+		"(HeapAlloc after a GC) once every lease is taken, minus before, over the leases; before is read once each of the 16 goroutines "+
+		"taking them has taken one lease (not refreshed, not counted), so that the connections the client opens for them are not counted "+
+		"as the leases'. Release all: ReleaseAll of every lease "+
 		"after the hold; a release still running at its bound was cut short by closing the driver.")
 	return err
 }

@@ -126,8 +126,10 @@ reference only). The table's legend explains every column.
 the TTL, three refresh periods) and prints the refreshes the watchdog sent,
 the calls (batches) that carried them, the round trips counted meanwhile
 (also per watchdog tick, the TTL/3 between refreshes), the client's Go heap
-per lease (in use after taking them all minus before, each after a GC), and
-the leases lost (must be 0).
+per lease (in use after taking them all minus before, each after a GC;
+before is read once each goroutine taking them holds one lease, so that the
+connections the client opens for them are not counted), and the leases lost
+(must be 0).
 
 --election measures leader failover, --rounds times: a process running
 ` + "`dlock elect NAME -- sleep`" + ` (this binary) is elected, this process
