@@ -9,12 +9,15 @@ import (
 )
 
 // watchdog keeps a Locker's leases alive. One goroutine per Locker, running only
-// while the Locker has live leases, tracks every lease's schedule:
+// while the Locker has live leases, tracks every lease's schedule, in a
+// heap by due time (dueQueue):
 //
 //   - an auto-refreshed lease is refreshed a third of its TTL after its
 //     last confirmed (re)grant; leases coming due within a twelfth of their
 //     TTL of each other are refreshed together, in one call when the
-//     driver is a driver.BatchRefresher;
+//     driver is a driver.BatchRefresher, by at most maxRefreshCalls
+//     calls at a time; while they are behind, the Locker's new
+//     acquisitions wait (watchdog_refresh.go);
 //   - a refresh refused by the backend loses the lease at once;
 //   - a refresh that fails for a transport reason is retried every
 //     TTL/12, and if no refresh has been confirmed while a third of the TTL
