@@ -358,3 +358,24 @@ func TestLoadToolOutputs(t *testing.T) {
 		t.Error("mysqlslap in no time: no error")
 	}
 }
+
+// TestFloorsNotInstalled: a load tool that is not installed is recorded
+// as such, its floor left empty, and nothing is run.
+func TestFloorsNotInstalled(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "absent")
+	for _, p := range []*string{&redisBenchmark, &pgbench, &mysqlslap} {
+		old := *p
+		*p = missing
+		t.Cleanup(func() { *p = old })
+	}
+	u, _ := url.Parse("postgres://nobody@127.0.0.1:1/none")
+	fs := append(redisFloors(t, u), pgbenchFloor(t, u, "a script", "SELECT 1;"), mysqlslapFloor(t, u, 2, "a query", "SELECT 1"))
+	if len(fs) != 4 {
+		t.Fatalf("%d floors, want 4: %+v", len(fs), fs)
+	}
+	for _, f := range fs {
+		if f.NotRun != "not installed" || f.PerSec != 0 {
+			t.Errorf("%s: %+v, want not installed", f.Tool, f)
+		}
+	}
+}
