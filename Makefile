@@ -4,7 +4,7 @@ SHELL := /bin/bash
 STATICCHECK_VERSION ?= v0.8.2
 TEST_TIMEOUT ?= 40m
 
-.PHONY: test test-long lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-growth bench-render demo chaos chaos-render slots failover failover-render
+.PHONY: test test-long lint vet fmt staticcheck unit otel examples-gocron bench bench-compare bench-readme bench-growth bench-profile bench-render demo chaos chaos-render slots failover failover-render
 
 test: lint unit otel examples-gocron
 
@@ -80,8 +80,21 @@ bench-readme:
 bench-growth:
 	DLOCK_GROWTH_UPDATE=1 $(GO) test -run '^TestRegenerateGrowth$$' -count=1 -v -timeout 60m ./cmd/dlock/internal/benchreport
 
+# For every backend that misses an uncontended target in
+# docs/benchmarks.json: start its server, run the uncontended workload
+# (16 goroutines, 3 s) on dlock's side alone and then on the baseline's
+# alone under Go's CPU profiler (the client's CPU: the servers are other
+# processes), and run the server's standard load tool against it
+# (redis-benchmark, pgbench, mysqlslap; etcd has none); write
+# docs/profiles.json, then render from it the profile block of
+# docs/benchmarks.md. A missing load tool is recorded as not installed.
+# TestBenchDocsCurrent (in make test) fails while the block differs from
+# what docs/profiles.json renders.
+bench-profile:
+	DLOCK_PROFILE_UPDATE=1 $(GO) test -run '^TestRegenerateProfiles$$' -count=1 -v -timeout 30m ./cmd/dlock/internal/benchreport
+
 # Render the published figures again from the committed
-# docs/benchmarks.json and docs/growth.json, measuring nothing (after a
+# docs/benchmarks.json, docs/growth.json and docs/profiles.json, measuring nothing (after a
 # change to how they are rendered, or to the prose around them).
 bench-render:
 	DLOCK_BENCH_RENDER=1 $(GO) test -run '^TestBenchDocsCurrent$$' -count=1 ./cmd/dlock/internal/benchreport

@@ -18,7 +18,7 @@ const envRender = "DLOCK_BENCH_RENDER"
 // TestBenchDocsCurrent: every benchmark figure in docs/benchmarks.md, and
 // docs/benchmarks.svg, is what the committed docs/benchmarks.json renders
 // now, its growth table and docs/growth.svg what docs/growth.json renders,
-// and README.md carries no benchmark block. A figure typed by hand, or
+// its profile block what docs/profiles.json renders, and README.md carries no benchmark block. A figure typed by hand, or
 // left behind by a new results file, fails it.
 func TestBenchDocsCurrent(t *testing.T) {
 	r, err := benchreport.ReadResults(filepath.Join(root, benchreport.ResultsFile))
@@ -29,13 +29,18 @@ func TestBenchDocsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p, err := benchreport.ReadProfiles(filepath.Join(root, benchreport.ProfilesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var also []string
 	for _, f := range benchreport.Unrendered {
 		also = append(also, filepath.Join(root, f))
 	}
 	blocks := append(benchreport.Blocks(root, r), benchreport.GrowthBlocks(root, g)...)
+	blocks = append(blocks, benchreport.ProfileBlocks(root, p)...)
 	docblock.Verify(t, blocks, benchreport.BlockPrefix, os.Getenv(envRender) == "1",
-		"make bench-render (or make bench-readme / make bench-growth to measure anew)", also...)
+		"make bench-render (or make bench-readme / make bench-growth / make bench-profile to measure anew)", also...)
 }
 
 // TestGrowthDocsCatchEdits: the check of TestBenchDocsCurrent fails when
