@@ -71,13 +71,20 @@ func sendReleases(ctx context.Context, br driver.BatchReleaser, chunk []*Lease) 
 		items[i] = driver.ReleaseItem{Name: ls.name, Token: ls.token}
 	}
 	results, err := br.ReleaseBatch(ctx, items)
-	if err == nil && len(results) == len(chunk) {
+	return batchOutcome(results, err, len(chunk))
+}
+
+// batchOutcome is a batched call's result for each of its n items: the
+// driver's answers, or, after a transport failure or a short answer, that
+// failure for every item.
+func batchOutcome(results []error, err error, n int) []error {
+	if err == nil && len(results) == n {
 		return results
 	}
 	if err == nil {
 		err = errors.New("driver returned a short batch")
 	}
-	results = make([]error, len(chunk))
+	results = make([]error, n)
 	for i := range results {
 		results[i] = err
 	}

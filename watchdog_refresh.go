@@ -163,16 +163,7 @@ func (wd *watchdog) send(ctx context.Context, batch []*Lease) []error {
 			items[i] = driver.RefreshItem{Name: ls.name, Token: ls.token, TTL: ls.TTL()}
 		}
 		results, err := br.RefreshBatch(ctx, items)
-		if err != nil || len(results) != len(batch) {
-			if err == nil {
-				err = errors.New("driver returned a short batch")
-			}
-			results = make([]error, len(batch))
-			for i := range results {
-				results[i] = err
-			}
-		}
-		return results
+		return batchOutcome(results, err, len(batch))
 	}
 	results := make([]error, len(batch))
 	var wg sync.WaitGroup
