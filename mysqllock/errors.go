@@ -20,6 +20,7 @@ const (
 	errNoDBSelected  = 1046 // ER_NO_DB_ERROR
 	errUnknownSysVar = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE: a URL key nobody knows
 	errDeadlock      = 1213 // ER_LOCK_DEADLOCK
+	errUnknownSeq    = 4091 // ER_UNKNOWN_SEQUENCES (MariaDB): the fence sequence is missing
 )
 
 // classify marks the errors that retrying cannot cure as permanent
@@ -31,7 +32,7 @@ func (b *base) classify(err error) error {
 		return err
 	}
 	switch me.Number {
-	case errNoSuchTable, errBadField:
+	case errNoSuchTable, errBadField, errUnknownSeq:
 		return driver.Permanent(&SchemaError{Mode: b.mode, URL: b.url, Err: err})
 	case errAccessDenied, errDBAccess, errTableAccess, errUnknownDB, errNoDBSelected, errUnknownSysVar:
 		return driver.Permanent(err)
@@ -42,7 +43,7 @@ func (b *base) classify(err error) error {
 // classifyAdmin is classify without the schema hint (Migrate itself).
 func (b *base) classifyAdmin(err error) error {
 	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number != errNoSuchTable && me.Number != errBadField {
+	if errors.As(err, &me) && me.Number != errNoSuchTable && me.Number != errBadField && me.Number != errUnknownSeq {
 		return b.classify(err)
 	}
 	return err

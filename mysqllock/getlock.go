@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -31,8 +32,12 @@ import (
 // the price.
 type getLocks struct {
 	base
-	publish, unpublish, holderQ, list, inspect string
+	publish, holderQ, list, inspect string
+	trySeq, publishSeq, trySeqBatch string
+	nextFence, sweep                string
+	lastSweep                       atomic.Int64 // the monitor's last sweep, in Unix ns
 
+	flavor   atomic.Int32 // the server's kind (isMariaDB)
 	mu       sync.Mutex
 	sessions map[string]*glSession // by token
 	stopMon  context.CancelFunc
@@ -56,7 +61,10 @@ type glSession struct {
 
 func newGetLocks(b base) *getLocks {
 	d := &getLocks{base: b, sessions: map[string]*glSession{}}
-	d.publish, d.unpublish, d.holderQ = d.sql(glPublish), d.sql(glUnpublish), d.sql(glHolder)
+	d.publish, d.holderQ = d.sql(glPublish), d.sql(glHolder)
+	d.trySeq, d.publishSeq = d.sql(glTrySeq), d.sql(glPublishSeq)
+	d.trySeqBatch = d.trySeq + "; " + d.publishSeq
+	d.nextFence, d.sweep = d.sql(glNextFence), d.sql(glSweep)
 	d.list, d.inspect = d.sql(glList), d.sql(glInspect)
 	return d
 }
@@ -138,15 +146,19 @@ func (d *getLocks) attempt(ctx context.Context, req driver.Request, wait float64
 		return driver.Grant{}, d.classify(err)
 	}
 	key := Key(req.Name)
-	var (
-		got    sql.NullInt64
-		connID uint64
-	)
-	if err := conn.QueryRowContext(ctx, glTry, key, wait).Scan(&got, &connID); err != nil {
+	maria, err := isMariaDB(ctx, conn, &d.flavor)
+	if err != nil {
 		_ = conn.Close()
 		return driver.Grant{}, d.classify(err)
 	}
-	if got.Int64 != 1 {
+	fence, connID, err := d.grant(ctx, conn, req, key, wait, maria)
+	if err != nil {
+		// Closed for good: the key may be held on it.
+		_ = conn.Raw(func(any) error { return errBadConn })
+		_ = conn.Close()
+		return driver.Grant{}, d.classify(err)
+	}
+	if fence == 0 {
 		_ = conn.Close()
 		h, err := d.holderOf(ctx, req.Name)
 		return driver.Grant{Holder: h}, err
@@ -155,26 +167,8 @@ func (d *getLocks) attempt(ctx context.Context, req driver.Request, wait float64
 	// the server (Grant.Since): the lock is the session's, the TTL only
 	// the health check's cadence.
 	since := time.Now()
-	s := &glSession{conn: conn, connID: connID, name: req.Name, key: key}
-	if err := d.publishGrant(ctx, s, req); err != nil {
-		d.end(s)
-		return driver.Grant{}, d.classify(err)
-	}
-	d.pin(req.Token, s)
-	return driver.Grant{Acquired: true, Fence: s.fence, Since: since}, nil
-}
-
-// publishGrant draws the fence (while the lock is held: strictly
-// increasing per name) and records the holder, on the session's
-// connection.
-func (d *getLocks) publishGrant(ctx context.Context, s *glSession, req driver.Request) error {
-	fence, err := d.drawFence(ctx, s.conn)
-	if err != nil {
-		return err
-	}
-	s.fence = fence
-	_, err = s.conn.ExecContext(ctx, d.publish, s.connID, req.Name, req.Token, req.Owner, fence)
-	return err
+	d.pin(req.Token, &glSession{conn: conn, connID: connID, name: req.Name, key: key, fence: fence})
+	return driver.Grant{Acquired: true, Fence: fence, Since: since}, nil
 }
 
 // holderOf describes name's holder after a refused GET_LOCK; a lock freed
@@ -189,11 +183,19 @@ func (d *getLocks) holderOf(ctx context.Context, name string) (driver.Holder, er
 	if err := d.db.QueryRowContext(ctx, d.holderQ, Key(name)).Scan(&id, &owner, &fence); err != nil {
 		return driver.Holder{}, d.classify(err)
 	}
+	return describe(name, id, owner, fence), nil
+}
+
+// describe is the holder of name's key: the connection id holds it, with
+// its published owner and fence when it has a row (a holder without one
+// is named by its connection); the key free (id NULL) is a holder nobody
+// knows.
+func describe(name string, id sql.NullInt64, owner sql.NullString, fence sql.NullInt64) driver.Holder {
 	h := driver.Holder{Name: name, Owner: owner.String, Fence: uint64(fence.Int64), TTL: -1}
 	if !owner.Valid && id.Valid {
 		h.Owner = fmt.Sprintf("connection %d", id.Int64)
 	}
-	return h, nil
+	return h
 }
 
 // Refresh checks that token's session still holds its lock (the TTL only
@@ -231,8 +233,8 @@ func (d *getLocks) healthy(ctx context.Context, s *glSession) error {
 	return nil
 }
 
-// Release unlocks, forgets the holder row, and returns the connection to
-// the pool.
+// Release unlocks and returns the connection to the pool. The holder
+// row stays, no longer counted (getlock_grant.go).
 func (d *getLocks) Release(ctx context.Context, name, token string) error {
 	s := d.unpin(token)
 	if s == nil {
@@ -244,11 +246,7 @@ func (d *getLocks) Release(ctx context.Context, name, token string) error {
 		return driver.ErrSessionEnded
 	}
 	s.ended = true
-	var released sql.NullInt64
-	_, err := s.conn.ExecContext(ctx, d.unpublish, s.connID)
-	if err == nil {
-		err = s.conn.QueryRowContext(ctx, glRelease, s.key).Scan(&released)
-	}
+	released, err := d.unlock(ctx, s)
 	if err != nil {
 		_ = s.conn.Raw(func(any) error { return errBadConn }) // closed: the server frees the lock
 		_ = s.conn.Close()
@@ -360,12 +358,12 @@ func (d *getLocks) ForceRelease(ctx context.Context, name string) (driver.Holder
 			return driver.Holder{}, false, 0, d.classify(err)
 		}
 	}
-	newFence, err := d.drawFence(ctx, d.db)
+	newFence, err := d.drawNext(ctx)
 	if err != nil {
 		return driver.Holder{}, false, 0, d.classify(err)
 	}
 	if !id.Valid {
 		return driver.Holder{}, false, newFence, nil
 	}
-	return driver.Holder{Name: name, Owner: owner.String, Fence: uint64(fence.Int64), TTL: -1}, true, newFence, nil
+	return describe(name, id, owner, fence), true, newFence, nil
 }

@@ -77,6 +77,7 @@ func (d *getLocks) monitor(ctx context.Context, done chan struct{}) {
 			return
 		case <-t.C:
 			d.check(ctx)
+			d.sweepRows(ctx)
 		}
 	}
 }

@@ -23,8 +23,7 @@ const (
 	// glPublish records the grant in the holders table, one row per
 	// connection (a stale row of an ended connection is ignored: a
 	// holder counts only while IS_USED_LOCK names its connection).
-	glPublish   = `REPLACE INTO {{holders}} (conn_id, name, token, owner, fence) VALUES (?, ?, ?, ?, ?)`
-	glUnpublish = `DELETE FROM {{holders}} WHERE conn_id = ?`
+	glPublish = `REPLACE INTO {{holders}} (conn_id, name, token, owner, fence) VALUES (?, ?, ?, ?, ?)`
 	// glHolder describes whoever holds key ? now: its connection, and its
 	// row when it has published one.
 	glHolder = `SELECT c.id, h.owner, h.fence FROM (SELECT IS_USED_LOCK(?) AS id) c
@@ -34,3 +33,28 @@ WHERE IS_USED_LOCK(` + keySQL + `) = h.conn_id AND LEFT(h.name, LENGTH(?)) = ? O
 	glInspect = `SELECT h.owner, h.fence, h.conn_id FROM {{holders}} h
 WHERE h.name = ? AND IS_USED_LOCK(` + keySQL + `) = h.conn_id`
 )
+
+// glTrySeq is a grant and its fence in one statement, on MariaDB: the
+// next value of the fence sequence when GET_LOCK took the key (drawn
+// while the key is held: strictly increasing per name), else 0.
+const glTrySeq = `SELECT IF(GET_LOCK(?, ?) = 1, NEXTVAL({{seq}}), 0), CONNECTION_ID()`
+
+// glNextFence draws a fence from the sequence (a force-release's).
+const glNextFence = `SELECT NEXTVAL({{seq}})`
+
+// glPublishSeq writes the holder row of the grant glTrySeq made (its
+// fence is the session's last value of the sequence), when there was
+// one; it follows glTrySeq in the same message on a pool that batches.
+// Rows are not deleted at release: a row counts only while its
+// connection holds its name's key (glList, glInspect), the connection's
+// next grant replaces it, and the monitor deletes the rows that no longer
+// count (glSweep). Between a grant's GET_LOCK and its REPLACE, within
+// one message, the connection's row of an earlier grant of the same name
+// still counts: an inspection at that instant names that grant's owner
+// and fence (the one before, named by its connection, had no row at all).
+const glPublishSeq = `REPLACE INTO {{holders}} (conn_id, name, token, owner, fence)
+SELECT CONNECTION_ID(), ?, ?, ?, LASTVAL({{seq}}) FROM DUAL WHERE IS_USED_LOCK(?) <=> CONNECTION_ID()`
+
+// glSweep deletes the holder rows whose connection no longer holds their
+// name's key.
+const glSweep = `DELETE FROM {{holders}} WHERE NOT (IS_USED_LOCK(CONCAT('dlock:', LEFT(SHA2(name, 256), 40))) <=> conn_id)`

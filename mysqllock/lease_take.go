@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -122,30 +123,48 @@ func (d *leases) grantMsg(ctx context.Context, conn *sql.Conn, req driver.Reques
 // takeStmt is leaseTake for the server conn is on (MariaDB or MySQL),
 // asking it once per driver.
 func (d *leases) takeStmt(ctx context.Context, conn *sql.Conn) (string, error) {
-	switch d.flavor.Load() {
-	case flavorMariaDB:
-		return d.takeMaria, nil
-	case flavorMySQL:
-		return d.takeMySQL, nil
-	}
-	var version string
-	if err := conn.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
+	maria, err := isMariaDB(ctx, conn, &d.flavor)
+	switch {
+	case err != nil:
 		return "", err
-	}
-	if strings.Contains(version, "MariaDB") {
-		d.flavor.Store(flavorMariaDB)
+	case maria:
 		return d.takeMaria, nil
 	}
-	d.flavor.Store(flavorMySQL)
 	return d.takeMySQL, nil
 }
 
-// Servers, as takeStmt learns them.
+// querier is a pool or a connection.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Servers, as isMariaDB learns them.
 const (
 	flavorUnknown int32 = iota
 	flavorMariaDB
 	flavorMySQL
 )
+
+// isMariaDB reports whether conn's server is MariaDB (else MySQL),
+// asking it the first time and keeping the answer in flavor.
+func isMariaDB(ctx context.Context, conn querier, flavor *atomic.Int32) (bool, error) {
+	switch flavor.Load() {
+	case flavorMariaDB:
+		return true, nil
+	case flavorMySQL:
+		return false, nil
+	}
+	var version string
+	if err := conn.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
+		return false, err
+	}
+	if strings.Contains(version, "MariaDB") {
+		flavor.Store(flavorMariaDB)
+		return true, nil
+	}
+	flavor.Store(flavorMySQL)
+	return false, nil
+}
 
 // grantBatch sends the grant in one message; r receives the row.
 func (d *leases) grantBatch(ctx context.Context, conn *sql.Conn, key string, take, read, back step, r *row) (*row, bool, error) {

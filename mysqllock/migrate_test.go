@@ -35,7 +35,7 @@ func TestMissingSchema(t *testing.T) {
 	defer l.Close()
 	created, err := l.Driver().(driver.MigrationReporter).MigrateReport(ctx(t))
 	want := []string{"table dlock_leases_fences", "table dlock_leases", "table dlock_leases_holders",
-		"table dlock_leases_runs", "table dlock_leases_ledgers"}
+		"table dlock_leases_runs", "table dlock_leases_ledgers", "sequence dlock_leases_seq"}
 	if err != nil || !slices.Equal(created, want) {
 		t.Fatalf("MigrateReport: %q, %v; want %q", created, err, want)
 	}

@@ -43,6 +43,7 @@ const DefaultTable = "dlock_leases"
 const (
 	fencesSuffix  = "_fences"
 	holdersSuffix = "_holders"
+	seqSuffix     = "_seq" // get_lock mode's fences, on MariaDB (migrate.go)
 	maxSuffix     = len(holdersSuffix)
 )
 
@@ -150,6 +151,7 @@ func newBase(db *sql.DB, ownDB bool, table string, mode Mode, url string) base {
 		"{{table}}", "`"+table+"`",
 		"{{fences}}", "`"+table+fencesSuffix+"`",
 		"{{holders}}", "`"+table+holdersSuffix+"`",
+		"{{seq}}", "`"+table+seqSuffix+"`",
 		"{{runs}}", "`"+table+runsSuffix+"`",
 		"{{ledgers}}", "`"+table+ledgersSuffix+"`",
 	)

@@ -1,0 +1,86 @@
+package mysqllock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/mysqllock"
+)
+
+// TestGetLockFencesRiseAboveTheCounter: a database whose get_lock fences
+// came from the counter row (the sequence missing, the counter at 500)
+// gets, from Migrate, a sequence that starts above it, and the next
+// grant's fence is above every fence the counter gave.
+func TestGetLockFencesRiseAboveTheCounter(t *testing.T) {
+	d := newDB(t)
+	d.exec(t, "DROP SEQUENCE dlock_leases_seq")
+	d.exec(t, "UPDATE dlock_leases_fences SET v = 500 WHERE id = 1")
+	migrate(t, d.sql, mysqllock.Config{Mode: mysqllock.GetLock})
+	l := d.locker(t, mysqllock.Config{Mode: mysqllock.GetLock})
+	ls, err := l.TryAcquire(ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Release(ctx(t))
+	if ls.Fence() <= 500 {
+		t.Fatalf("fence %d after a counter at 500, want above it", ls.Fence())
+	}
+}
+
+// TestGetLockReleasedRowsNeitherCountNorStay: a release leaves its holder
+// row, which List and Inspect do not count; the monitor of a Locker that
+// holds a lock deletes it.
+func TestGetLockReleasedRowsNeitherCountNorStay(t *testing.T) {
+	d := newDB(t)
+	cfg := mysqllock.Config{Mode: mysqllock.GetLock}
+	l := d.locker(t, cfg)
+	ls, err := l.TryAcquire(ctx(t), "gone/a", dlock.WithOwner("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Release(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if hs, err := l.List(ctx(t), "gone/"); err != nil || len(hs) != 0 {
+		t.Fatalf("List after the release = %+v, %v; want none", hs, err)
+	}
+	if h, ok, err := l.Inspect(ctx(t), "gone/a"); err != nil || ok {
+		t.Fatalf("Inspect after the release = %+v, %v, %v; want free", h, ok, err)
+	}
+	if n := rowsOf(t, d, "gone/a"); n != 1 {
+		t.Fatalf("%d holder rows after the release, want the one left", n)
+	}
+	// Another pool: its grant must not reuse the released lock's
+	// connection, whose next grant would replace the row.
+	other, err := cfg.Locker(openSQL(t, d.srv.DSN(d.name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	held, err := other.TryAcquire(ctx(t), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx(t))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if rowsOf(t, d, "gone/a") == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the released lock's holder row is still there %s after another lock was taken", 10*time.Second)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// rowsOf counts name's rows in the holders table.
+func rowsOf(t *testing.T, d *db, name string) int {
+	t.Helper()
+	var n int
+	if err := d.sql.QueryRowContext(ctx(t), "SELECT COUNT(*) FROM dlock_leases_holders WHERE name = ?", name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
