@@ -45,6 +45,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -206,10 +207,25 @@ func (t *Target) dlockSide(newLocker func() (*dlock.Locker, error), rt *Counter)
 	}
 	t.onClose(func() { _ = shared.Close() })
 	return Side{
-		Cycle:      benchwork.TryAcquireRelease(shared),
-		Contenders: []Contender{{Name: "dlock", Contend: dlockContenders(newLocker)}},
+		Cycle: benchwork.TryAcquireRelease(shared),
+		Contenders: []Contender{{Name: "dlock", Contend: dlockContenders(newLocker)},
+			{Name: SharedLocker, Extra: true, Contend: sharedContenders(shared)}},
 		RoundTrips: rt,
 	}, nil
+}
+
+// SharedLocker names dlock's second way of contending: the workers share
+// one Locker (one pool, one watchdog, one listener), as the goroutines of
+// one process would, where the first way gives each worker its own, as
+// separate processes have. Measured for reference: the contended ratio
+// is the first way's.
+const SharedLocker = "dlock, one Locker shared by the workers"
+
+// sharedContenders has every worker wait without bound on l.
+func sharedContenders(l *dlock.Locker) func(context.Context, int, string) (benchwork.Lock, func(), error) {
+	return func(_ context.Context, workers int, name string) (benchwork.Lock, func(), error) {
+		return benchwork.Acquire(slices.Repeat([]*dlock.Locker{l}, workers), name, dlock.WithWait(dlock.Forever)), func() {}, nil
+	}
 }
 
 // migratedDlockSide creates the schema with a Locker of t.NewLocker and

@@ -59,6 +59,12 @@ func compare(t *testing.T, url string) []baseline.Comparison {
 		for _, cand := range c.Candidates {
 			measures["baseline "+cand.Name] = cand.Measure
 		}
+		for _, also := range c.DlockAlso {
+			measures[also.Name] = also.Measure
+		}
+		if c.Contended && (len(c.DlockAlso) != 1 || c.DlockAlso[0].Name != baseline.SharedLocker) {
+			t.Errorf("%s contended: dlock's other ways %+v, want the one shared Locker's", c.Backend, c.DlockAlso)
+		}
 		for side, m := range measures {
 			checkMeasure(t, c, side, m)
 		}

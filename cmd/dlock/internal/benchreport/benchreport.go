@@ -21,7 +21,8 @@ import (
 var tableColumns = []struct{ name, legend string }{
 	{"WORKLOAD", "uncontended-G, G goroutines on one Locker (the baseline: one client), each on its own name, one attempt then a release; " +
 		"contended-16, 16 workers each with its own Locker (session, connection) on one name: wait for the lock, release, pause 1 ms."},
-	{"SIDE", "dlock, or the hand-written baseline; contended, each way the baseline waits: * marks the best (the most critical " +
+	{"SIDE", "dlock, or the hand-written baseline; contended, dlock's workers each with a Locker of their own, then (ref.) sharing one, " +
+		"and each way the baseline waits: * marks the best (the most critical " +
 		"sections per second), which RATIO is against; (ref.) marks a way shown for reference only, never the best (a busy poll " +
 		"spends a core per waiter)."},
 	{"OPS/S", "cycles (uncontended) or critical sections (contended) per second."},
@@ -56,6 +57,9 @@ func WriteTable(w io.Writer, cs []baseline.Comparison) error {
 		fmt.Fprintln(tw, head.String())
 		for _, c := range group {
 			row(tw, c.Workload, "dlock", fmt.Sprintf("%.2f", c.Ratio), c.Contended, c.Dlock)
+			for _, also := range c.DlockAlso {
+				row(tw, "", candidateSide(also), ratioTo(also.Measure, c.Baseline), true, also.Measure)
+			}
 			if len(c.Candidates) == 0 {
 				row(tw, "", "baseline", "", c.Contended, c.Baseline)
 			}

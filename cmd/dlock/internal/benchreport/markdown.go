@@ -59,9 +59,19 @@ func writeCandidates(w io.Writer, c baseline.Comparison) {
 	if len(c.Candidates) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%s, every way the baseline waited (**bold**: the best, which the ratio is against):\n\n", c.Workload)
-	fmt.Fprintln(w, "| baseline waits by | critical sections/s | dlock ÷ it | wait p50 / p99 ms | handoff p50 ms | fairness | round trips/CS | server µs/CS | errors | violations |")
+	also, by := "", "baseline waits by"
+	if len(c.DlockAlso) > 0 {
+		also, by = ", and dlock's workers sharing one Locker", "waits by"
+	}
+	fmt.Fprintf(w, "\n%s, every way the baseline waited (**bold**: the best, which the ratio is against)%s:\n\n", c.Workload, also)
+	fmt.Fprintln(w, "| "+by+" | critical sections/s | dlock ÷ it | wait p50 / p99 ms | handoff p50 ms | fairness | round trips/CS | server µs/CS | errors | violations |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, also := range c.DlockAlso {
+		// Its ratio is to the baseline's best, as dlock's own.
+		m := also.Measure
+		fmt.Fprintf(w, "| %s (÷ the baseline's best) | %.0f | %s | %.2f / %.2f | %.2f | %.2f | %s | %s | %d | %d |\n", also.Name, m.PerSec, ratioTo(m, c.Baseline),
+			m.P50Ms, m.P99Ms, m.HandoffP50Ms, m.Fairness, opt(m.RoundTrips, "%.2f"), opt(m.ServerUsec, "%.0f"), m.Errors, m.Violations)
+	}
 	for _, cand := range c.Candidates {
 		m, name := cand.Measure, cand.Name
 		switch {
