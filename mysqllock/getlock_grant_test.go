@@ -84,3 +84,26 @@ func rowsOf(t *testing.T, d *db, name string) int {
 	}
 	return n
 }
+
+// TestGetLockGrantWithoutItsRowFails: a grant whose holder row cannot be
+// written (the holders table gone) is no grant, in one message or
+// statement by statement, and leaves the lock free: a lock held without
+// its row would be missing from List, which the primitives read.
+func TestGetLockGrantWithoutItsRowFails(t *testing.T) {
+	for _, params := range []string{"", "?multiStatements=false"} {
+		d := newDB(t)
+		d.exec(t, "DROP TABLE dlock_leases_holders")
+		l, err := dlock.Open(ctx(t), d.url+params+map[bool]string{true: "?", false: "&"}[params == ""]+"mode=get_lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ls, err := l.TryAcquire(ctx(t), "job"); err == nil {
+			t.Errorf("%q: granted fence %d without a holder row, want an error", params, ls.Fence())
+		}
+		var free int
+		if err := d.sql.QueryRowContext(ctx(t), "SELECT IS_FREE_LOCK(?)", mysqllock.Key("job")).Scan(&free); err != nil || free != 1 {
+			t.Errorf("%q: IS_FREE_LOCK after the failed grant = %d, %v; want 1", params, free, err)
+		}
+		_ = l.Close()
+	}
+}
