@@ -39,6 +39,7 @@ type leases struct {
 	lockRow, ensureRow              string
 	takeMaria, takeMySQL            string
 	took, keyBack                   string
+	tookKey, keyBackVar             string
 	refresh, token, release         string
 	sweepMax, raiseFloor, sweep     string
 	list, inspect, evict, adoptRead string
@@ -63,6 +64,7 @@ func newLeases(b base) *leases {
 	d.takeMaria = takeMariaDB + strings.Replace(take, "{{clock}}", clockMariaDB, 1)
 	d.takeMySQL = strings.Replace(take, "{{clock}}", clockMySQL, 1)
 	d.took, d.keyBack = d.sql(leaseTook), d.sql(leaseKeyBack)
+	d.tookKey, d.keyBackVar = d.sql(leaseTookKey), d.sql(leaseKeyBackVar)
 	d.refresh, d.token, d.release = d.sql(leaseRefresh), d.sql(leaseToken), d.sql(leaseRelease)
 	d.sweepMax, d.raiseFloor, d.sweep = d.sql(leaseSweepMax), d.sql(leaseRaiseFloor), d.sql(leaseSweep)
 	d.list, d.inspect, d.evict, d.adoptRead = d.sql(leaseList), d.sql(leaseInspect), d.sql(leaseEvict), d.sql(leaseAdoptRead)
