@@ -17,8 +17,14 @@ func SweepOld(ctx context.Context, drv driver.Driver, age time.Duration) error {
 	return d.sweepOld(ctx, age)
 }
 
-// UseMySQLGrant makes a lease-mode driver send the grant it sends to
-// MySQL 8 servers (which MariaDB runs as well).
+// UseMySQLGrant makes a driver send the grant it sends to MySQL 8
+// servers (which MariaDB runs as well): in get_lock mode, the fence from
+// the counter row rather than the sequence.
 func UseMySQLGrant(drv driver.Driver) {
-	drv.(*leases).flavor.Store(flavorMySQL)
+	switch d := drv.(type) {
+	case *leases:
+		d.flavor.Store(flavorMySQL)
+	case *getLocks:
+		d.flavor.Store(flavorMySQL)
+	}
 }

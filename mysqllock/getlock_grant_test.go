@@ -1,10 +1,13 @@
 package mysqllock_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/mysqllock"
 )
 
@@ -105,5 +108,54 @@ func TestGetLockGrantWithoutItsRowFails(t *testing.T) {
 			t.Errorf("%q: IS_FREE_LOCK after the failed grant = %d, %v; want 1", params, free, err)
 		}
 		_ = l.Close()
+	}
+}
+
+// TestMySQLGetLockGrant: get_lock mode as it runs on MySQL 8, which has
+// no sequences (GET_LOCK, the counter's UPDATE and the holder row, one
+// statement each), grants, refuses naming the holder, releases, and
+// draws fences from the counter above every earlier one, for a grant and
+// for a force-release. MySQL itself is not packaged here: MariaDB runs
+// the same statements.
+func TestMySQLGetLockGrant(t *testing.T) {
+	d := newDB(t)
+	drv := d.locker(t, mysqllock.Config{Mode: mysqllock.GetLock}).Driver()
+	mysqllock.UseMySQLGrant(drv)
+	deadline, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+	defer cancel()
+	a := driver.Request{Name: "mysql8", Token: strings.Repeat("a", 32), Owner: "a", TTL: time.Minute}
+	b := driver.Request{Name: "mysql8", Token: strings.Repeat("b", 32), Owner: "b", TTL: time.Minute}
+	counter := func() uint64 {
+		var v uint64
+		if err := d.sql.QueryRowContext(deadline, "SELECT v FROM dlock_leases_fences WHERE id = 1").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := counter()
+	ga, err := drv.TryAcquire(deadline, a)
+	if err != nil || !ga.Acquired {
+		t.Fatalf("first grant: %+v, %v", ga, err)
+	}
+	if after := counter(); after != before+1 || ga.Fence != after {
+		t.Fatalf("counter %d → %d for a grant with fence %d: want the fence drawn from it", before, after, ga.Fence)
+	}
+	if g, err := drv.TryAcquire(deadline, b); err != nil || g.Acquired || g.Holder.Owner != "a" {
+		t.Fatalf("attempt on a held lock: %+v, %v; want a refusal naming a", g, err)
+	}
+	if err := drv.Release(deadline, a.Name, a.Token); err != nil {
+		t.Fatal(err)
+	}
+	gb, err := drv.TryAcquire(deadline, b)
+	if err != nil || !gb.Acquired || gb.Fence <= ga.Fence {
+		t.Fatalf("grant after the release: %+v, %v; want a fence above %d", gb, err, ga.Fence)
+	}
+	fr, ok := drv.(driver.ForceReleaser)
+	if !ok {
+		t.Fatal("get_lock mode is not a driver.ForceReleaser")
+	}
+	h, held, fence, err := fr.ForceRelease(deadline, b.Name)
+	if err != nil || !held || h.Owner != "b" || fence <= gb.Fence {
+		t.Fatalf("ForceRelease = %+v, %v, fence %d, %v; want b evicted and a fence above %d", h, held, fence, err, gb.Fence)
 	}
 }
