@@ -28,3 +28,6 @@ func UseMySQLGrant(drv driver.Driver) {
 		d.flavor.Store(flavorMySQL)
 	}
 }
+
+// MonitorEvery is how often get_lock mode's monitor checks the held locks.
+const MonitorEvery = monitorEvery

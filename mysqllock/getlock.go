@@ -34,14 +34,15 @@ type getLocks struct {
 	base
 	publish, holderQ, list, inspect string
 	trySeq, publishSeq, trySeqBatch string
+	tryOne                          string
 	nextFence, sweep                string
 	lastSweep                       atomic.Int64 // the monitor's last sweep, in Unix ns
 
 	flavor   atomic.Int32 // the server's kind (isMariaDB)
 	mu       sync.Mutex
 	sessions map[string]*glSession // by token
-	stopMon  context.CancelFunc
-	monDone  chan struct{}
+	stopMon  context.CancelFunc    // the running monitor's; nil when none runs
+	monitors sync.WaitGroup        // every monitor started, until it returns
 }
 
 // monitorEvery is how often the monitor checks the held locks.
@@ -51,7 +52,7 @@ const monitorEvery = 100 * time.Millisecond
 type glSession struct {
 	mu     sync.Mutex // one statement at a time on conn
 	conn   *sql.Conn
-	connID uint64
+	connID atomic.Uint64 // the connection's server id; 0 until the monitor learns it (glTryOne)
 	name   string
 	key    string
 	fence  uint64
@@ -64,6 +65,7 @@ func newGetLocks(b base) *getLocks {
 	d.publish, d.holderQ = d.sql(glPublish), d.sql(glHolder)
 	d.trySeq, d.publishSeq = d.sql(glTrySeq), d.sql(glPublishSeq)
 	d.trySeqBatch = d.trySeq + "; " + d.publishSeq
+	d.tryOne = d.sql(glTryOne)
 	d.nextFence, d.sweep = d.sql(glNextFence), d.sql(glSweep)
 	d.list, d.inspect = d.sql(glList), d.sql(glInspect)
 	return d
@@ -167,7 +169,9 @@ func (d *getLocks) attempt(ctx context.Context, req driver.Request, wait float64
 	// the server (Grant.Since): the lock is the session's, the TTL only
 	// the health check's cadence.
 	since := time.Now()
-	d.pin(req.Token, &glSession{conn: conn, connID: connID, name: req.Name, key: key, fence: fence})
+	s := &glSession{conn: conn, name: req.Name, key: key, fence: fence}
+	s.connID.Store(connID)
+	d.pin(req.Token, s)
 	return driver.Grant{Acquired: true, Fence: fence, Since: since}, nil
 }
 

@@ -4,12 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
 )
 
-// A get_lock-mode grant on MariaDB is one message: GET_LOCK with the
+// A get_lock-mode grant on MariaDB is one message. A no-wait grant
+// (TryAcquire) is one statement: the holder row written with the fence
+// from the sequence, only when GET_LOCK in its WHERE took the key
+// (glTryOne). A grant that waits in the server is GET_LOCK with the
 // fence drawn from the sequence in the same statement, and the holder
 // row written after it (glTrySeq, glPublishSeq). Its release is
 // RELEASE_LOCK alone: the row stays until the connection's next grant
@@ -34,6 +38,9 @@ func (d *getLocks) grant(ctx context.Context, conn *sql.Conn, req driver.Request
 		}
 		_, err = conn.ExecContext(ctx, d.publish, connID, req.Name, req.Token, req.Owner, fence)
 		return fence, connID, err
+	}
+	if wait == 0 {
+		return d.grantNow(ctx, conn, req, key)
 	}
 	batch, err := d.batching(ctx, conn)
 	if err != nil {
@@ -62,6 +69,23 @@ func (d *getLocks) grant(ctx context.Context, conn *sql.Conn, req driver.Request
 		return 0, connID, err
 	}
 	return fence, connID, rows.Close()
+}
+
+// grantNow is a no-wait grant on MariaDB, in one statement (glTryOne);
+// connID is left 0, for the monitor to learn.
+func (d *getLocks) grantNow(ctx context.Context, conn *sql.Conn, req driver.Request, key string) (fence, connID uint64, err error) {
+	res, err := conn.ExecContext(ctx, d.tryOne, req.Name, req.Token, req.Owner, key)
+	if err != nil {
+		return 0, 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, 0, err
+	}
+	f, err := res.LastInsertId()
+	if err == nil && f <= 0 {
+		err = fmt.Errorf("mysqllock: a grant wrote its row with fence %d", f)
+	}
+	return uint64(f), 0, err
 }
 
 // errOr is err, or an error saying what when err is nil.

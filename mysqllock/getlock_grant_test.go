@@ -89,9 +89,10 @@ func rowsOf(t *testing.T, d *db, name string) int {
 }
 
 // TestGetLockGrantWithoutItsRowFails: a grant whose holder row cannot be
-// written (the holders table gone) is no grant, in one message or
-// statement by statement, and leaves the lock free: a lock held without
-// its row would be missing from List, which the primitives read.
+// written (the holders table gone) is no grant, with no wait (one
+// statement) and with one (in one message, or statement by statement),
+// and leaves the lock free: a lock held without its row would be missing
+// from List, which the primitives read.
 func TestGetLockGrantWithoutItsRowFails(t *testing.T) {
 	for _, params := range []string{"", "?multiStatements=false"} {
 		d := newDB(t)
@@ -100,14 +101,61 @@ func TestGetLockGrantWithoutItsRowFails(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ls, err := l.TryAcquire(ctx(t), "job"); err == nil {
-			t.Errorf("%q: granted fence %d without a holder row, want an error", params, ls.Fence())
-		}
-		var free int
-		if err := d.sql.QueryRowContext(ctx(t), "SELECT IS_FREE_LOCK(?)", mysqllock.Key("job")).Scan(&free); err != nil || free != 1 {
-			t.Errorf("%q: IS_FREE_LOCK after the failed grant = %d, %v; want 1", params, free, err)
+		for _, wait := range []time.Duration{0, time.Second} {
+			if ls, err := l.Acquire(ctx(t), "job", dlock.WithWait(wait)); err == nil {
+				t.Errorf("%q, wait %s: granted fence %d without a holder row, want an error", params, wait, ls.Fence())
+			}
+			var free int
+			if err := d.sql.QueryRowContext(ctx(t), "SELECT IS_FREE_LOCK(?)", mysqllock.Key("job")).Scan(&free); err != nil || free != 1 {
+				t.Errorf("%q, wait %s: IS_FREE_LOCK after the failed grant = %d, %v; want 1", params, wait, free, err)
+			}
 		}
 		_ = l.Close()
+	}
+}
+
+// TestGetLockNoWaitGrantIsWatched: a lock taken with no wait (one
+// statement, which does not return its connection's id) is watched like
+// any other: the monitor keeps it while its connection holds the key,
+// and ends it when the connection is killed, before and after it has
+// learnt the connection's id. The TTL is long: only the monitor can see
+// the loss in time.
+func TestGetLockNoWaitGrantIsWatched(t *testing.T) {
+	d := newDB(t)
+	l := d.locker(t, mysqllock.Config{Mode: mysqllock.GetLock})
+	try := func(name string) *dlock.Lease {
+		ls, err := l.TryAcquire(ctx(t), name, dlock.WithTTL(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ls.Release(ctx(t)) })
+		return ls
+	}
+	lostWithin := func(ls *dlock.Lease, why string) {
+		t.Helper()
+		select {
+		case <-ls.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the lease is still held 10 s after its connection was killed", why)
+		}
+	}
+	kept := try("watched/kept")
+	killedLate := try("watched/late")
+	killedAtOnce := try("watched/at-once")
+	d.killHolder(t, "watched/at-once")
+	lostWithin(killedAtOnce, "killed at once")
+	time.Sleep(5 * mysqllock.MonitorEvery)
+	select {
+	case <-kept.Done():
+		t.Fatalf("a lock whose connection holds its key was ended: %v", kept.Err())
+	case <-killedLate.Done():
+		t.Fatalf("a lock whose connection holds its key was ended: %v", killedLate.Err())
+	default:
+	}
+	d.killHolder(t, "watched/late")
+	lostWithin(killedLate, "killed after the monitor learnt its connection")
+	if err := kept.Release(ctx(t)); err != nil {
+		t.Fatalf("releasing the lock left alone: %v", err)
 	}
 }
 

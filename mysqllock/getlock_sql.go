@@ -39,6 +39,22 @@ WHERE h.name = ? AND IS_USED_LOCK(` + keySQL + `) = h.conn_id`
 // while the key is held: strictly increasing per name), else 0.
 const glTrySeq = `SELECT IF(GET_LOCK(?, ?) = 1, NEXTVAL({{seq}}), 0), CONNECTION_ID()`
 
+// glTryOne is a no-wait grant on MariaDB in one statement that returns
+// no row: the holder row is written only when GET_LOCK took the key, with
+// the fence drawn from the sequence while the key is held, and the fence
+// comes back as the statement's insert id (LAST_INSERT_ID(expr)); no
+// row written means the key was not taken. It waits for nothing: a
+// GET_LOCK that waited here would keep the holders table open in a
+// write for the whole wait. Its connection's id, which the monitor
+// compares IS_USED_LOCK with, is asked later (glWhoAmI), by the monitor,
+// for a lock held until its first tick; a lock released sooner never
+// needs it.
+const glTryOne = `REPLACE INTO {{holders}} (conn_id, name, token, owner, fence)
+SELECT CONNECTION_ID(), ?, ?, ?, LAST_INSERT_ID(NEXTVAL({{seq}})) FROM DUAL WHERE GET_LOCK(?, 0) = 1`
+
+// glWhoAmI is a session connection's id, and whether it holds key ?.
+const glWhoAmI = `SELECT CONNECTION_ID(), IS_USED_LOCK(?) <=> CONNECTION_ID()`
+
 // glNextFence draws a fence from the sequence (a force-release's).
 const glNextFence = `SELECT NEXTVAL({{seq}})`
 
