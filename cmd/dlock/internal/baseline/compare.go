@@ -169,7 +169,7 @@ type entrant struct {
 	// extra: a baseline contender for reference only.
 	extra bool
 	// contended only: the way of waiting, set up anew for each round
-	// (setUpContenders) on the lock named lockName.
+	// (SetUpContenders) on the lock named lockName.
 	contender *Contender
 	lockName  string
 	tally     tally
@@ -269,8 +269,8 @@ func (c *Comparison) pickBest(es []*entrant) {
 	c.Baseline, c.BaselineImpl = c.Candidates[best].Measure, c.Candidates[best].Name
 }
 
-// setUpContenders sets up one contender's workers for a round of a
-// contended workload, and has each take and release the lock once, then
+// SetUpContenders sets up one contender's workers for a round of a
+// contended workload (the caller tears them down), and has each take and release the lock once, then
 // all contend briefly, before anything is counted: its connections,
 // sessions and subscriptions are then up, as in the long-running processes the workload stands for. The
 // round's end tears them down, so that one way of waiting's connections
@@ -278,7 +278,7 @@ func (c *Comparison) pickBest(es []*entrant) {
 // connection of the database at each NOTIFY, and 16 idle Lockers'
 // listeners beside one shared Locker halved its critical sections a
 // second (2,393 alone, 1,158 beside them, lease mode, in one run).
-func setUpContenders(ctx context.Context, ct Contender, w Workload, name string) (benchwork.Lock, func(), error) {
+func SetUpContenders(ctx context.Context, ct Contender, w Workload, name string) (benchwork.Lock, func(), error) {
 	lock, teardown, err := ct.Contend(ctx, w.Goroutines, name)
 	if err != nil {
 		return nil, func() {}, fmt.Errorf("%s: %s: set up %d contenders: %w", w.Name, ct.Name, w.Goroutines, err)
@@ -295,8 +295,15 @@ func setUpContenders(ctx context.Context, ct Contender, w Workload, name string)
 	}
 	// And contend briefly, so that what a waiter sets up on its first
 	// wait (a listening connection, a watch) is up before the count.
-	benchwork.RunContended(ctx, benchwork.Count(4*w.Goroutines), benchwork.Contend{Workers: w.Goroutines, OnError: benchwork.GoOn, Drain: drain}, lock)
+	RunContended(ctx, w, lock, benchwork.Count(4*w.Goroutines))
 	return lock, teardown, nil
+}
+
+// RunContended runs w's contended workload on lock for budget, as a
+// round of a comparison does: its workers go on after a failure, and the
+// waits under way at a timed budget's end drain.
+func RunContended(ctx context.Context, w Workload, lock benchwork.Lock, budget benchwork.Budget) *benchwork.Contention {
+	return benchwork.RunContended(ctx, budget, benchwork.Contend{Workers: w.Goroutines, OnError: benchwork.GoOn, Drain: drain}, lock)
 }
 
 // round runs one entrant for one round's budget and adds it to its
@@ -308,13 +315,13 @@ func (t *Target) round(ctx context.Context, w Workload, e *entrant, budget bench
 		tl.cycles = tl.cycles.Merge(benchwork.RunCycles(ctx, budget, w.Goroutines, name, e.side.Cycle, benchwork.GoOn))
 	}
 	if w.Contended {
-		lock, teardown, err := setUpContenders(ctx, *e.contender, w, e.lockName)
+		lock, teardown, err := SetUpContenders(ctx, *e.contender, w, e.lockName)
 		if err != nil {
 			return err
 		}
 		defer teardown()
 		run = func() {
-			c := benchwork.RunContended(ctx, budget, benchwork.Contend{Workers: w.Goroutines, OnError: benchwork.GoOn, Drain: drain}, lock)
+			c := RunContended(ctx, w, lock, budget)
 			if tl.contention == nil {
 				tl.contention = c
 			} else {

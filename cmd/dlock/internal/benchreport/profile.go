@@ -26,8 +26,10 @@ const ProfileTop = 8
 
 // Profiles is what `make bench-profile` measured, kept in the committed
 // file docs/profiles.json: for every backend that misses an uncontended
-// target, the client's CPU profile on each side and the rate a standard
-// load tool reaches against the same server.
+// target, the client's CPU profile on each side of that workload and the
+// rate a standard load tool reaches against the same server; for every
+// backend that misses a contended target, each side's profile of the
+// contended workload.
 type Profiles struct {
 	// Measured is the UTC day of the run; Machine where it ran.
 	Measured string `json:"measured"`
@@ -44,16 +46,36 @@ type Profiles struct {
 type BackendProfile struct {
 	// Backend is its Comparison.Backend.
 	Backend string `json:"backend"`
-	// Dlock and Baseline are each side's run.
+	// Dlock and Baseline are each side's uncontended run; none (no
+	// samples, no cycles) when the backend meets its uncontended targets.
 	Dlock    SideProfile `json:"dlock"`
 	Baseline SideProfile `json:"baseline"`
+	// Contended is the contended workload's runs, when the backend misses
+	// a contended target.
+	Contended *ContendedProfile `json:"contended,omitempty"`
 	// Floors are what standard load tools reached against the server;
 	// NoFloor says why there are none.
 	Floors  []Floor `json:"floors,omitempty"`
 	NoFloor string  `json:"no_floor,omitempty"`
 }
 
-// SideProfile is one side's uncontended run under the CPU profiler.
+// ContendedProfile is the contended workload, each side alone under the
+// CPU profiler: dlock's workers each with a Locker of their own (the
+// way its ratio is measured), the baseline's waiting the way that was
+// its best in the published results. A SideProfile's cycles are then
+// critical sections.
+type ContendedProfile struct {
+	// Workers is how many workers contended, each pausing 1 ms after its
+	// release; Seconds how long each side ran.
+	Workers int     `json:"workers"`
+	Seconds float64 `json:"seconds"`
+	// BaselineWay names the baseline's way of waiting.
+	BaselineWay string      `json:"baseline_way"`
+	Dlock       SideProfile `json:"dlock"`
+	Baseline    SideProfile `json:"baseline"`
+}
+
+// SideProfile is one side's run under the CPU profiler.
 type SideProfile struct {
 	// Cycles is the acquire+release cycles completed, CyclesPerSec those
 	// a second; Errors the cycles that failed.
@@ -222,38 +244,67 @@ func ProfileBlocks(root string, p *Profiles) []docblock.Block {
 }
 
 // WriteProfilesMarkdown writes p: per backend, both sides' rates and top
-// functions side by side, then the floors the load tools reached.
+// functions side by side, uncontended then contended, and the floors the
+// load tools reached.
 func WriteProfilesMarkdown(w io.Writer, p *Profiles) error {
 	fmt.Fprintf(w, "Measured %s on %s. Each side ran the uncontended workload alone, %d goroutines for %s, "+
 		"under Go's CPU profiler; the servers are other processes, so a profile is the client's CPU only (the "+
 		"benchmark's own loop included, alike on both sides). flat: samples in the function itself; cum: with it "+
-		"anywhere on the stack; allocating: samples with "+AllocFunc+" on the stack; GC marking: in "+GCMarkFunc+". The floor is what the server's standard load tool, written in C, reached against "+
+		"anywhere on the stack; allocating: samples with "+AllocFunc+" on the stack; GC marking: in "+GCMarkFunc+". "+
+		"Where a contended target is missed, each side also ran the contended workload alone under the profiler: "+
+		"dlock's workers with a Locker each, the baseline's the way that was its best in the results above. "+
+		"The floor is what the server's standard load tool, written in C, reached against "+
 		"the same server: redis-benchmark counts requests (a cycle is two), pgbench transactions (a cycle each), and "+
 		"mysqlslap's time for its statements is given as cycles (two statements each).\n", p.Measured, p.Machine, p.Goroutines, seconds(p.SecondsPerSide))
 	for _, b := range p.Backends {
-		fmt.Fprintf(w, "\n**%s**: dlock %.0f cycles/s, %.0f µs of client CPU a cycle (%.1f s sampled; allocating %.0f%%, GC marking %.0f%%); "+
-			"baseline %.0f cycles/s, %.0f µs a cycle (%.1f s; %.0f%%, %.0f%%)%s.\n\n",
-			b.Backend, b.Dlock.CyclesPerSec, b.Dlock.CPUPerCycle(), b.Dlock.SampleSeconds, b.Dlock.AllocPct, b.Dlock.GCPct,
-			b.Baseline.CyclesPerSec, b.Baseline.CPUPerCycle(), b.Baseline.SampleSeconds, b.Baseline.AllocPct, b.Baseline.GCPct, sideErrors(b))
-		if rows := max(len(b.Dlock.Top), len(b.Baseline.Top)); rows > 0 {
-			fmt.Fprintln(w, "| # | dlock: function | flat % | cum % | baseline: function | flat % | cum % |")
-			fmt.Fprintln(w, "|---:|---|---:|---:|---|---:|---:|")
-			for i := range rows {
-				fmt.Fprintf(w, "| %d | %s | %s |\n", i+1, entryCells(b.Dlock.Top, i), entryCells(b.Baseline.Top, i))
-			}
-			fmt.Fprintln(w)
+		fmt.Fprintf(w, "\n**%s**", b.Backend)
+		if b.Dlock.profiled() || b.Baseline.profiled() {
+			fmt.Fprintf(w, ": dlock %.0f cycles/s, %.0f µs of client CPU a cycle (%.1f s sampled; allocating %.0f%%, GC marking %.0f%%); "+
+				"baseline %.0f cycles/s, %.0f µs a cycle (%.1f s; %.0f%%, %.0f%%)%s.\n\n",
+				b.Dlock.CyclesPerSec, b.Dlock.CPUPerCycle(), b.Dlock.SampleSeconds, b.Dlock.AllocPct, b.Dlock.GCPct,
+				b.Baseline.CyclesPerSec, b.Baseline.CPUPerCycle(), b.Baseline.SampleSeconds, b.Baseline.AllocPct, b.Baseline.GCPct,
+				failed("cycles", b.Dlock, b.Baseline))
+			writeTops(w, b.Dlock, b.Baseline)
+		} else {
+			fmt.Fprint(w, ": its uncontended targets are met.\n\n")
+		}
+		if c := b.Contended; c != nil {
+			fmt.Fprintf(w, "Contended, %d workers for %s: dlock %.0f critical sections/s, %.0f µs of client CPU a critical section "+
+				"(%.1f s sampled; allocating %.0f%%, GC marking %.0f%%); baseline, %s, %.0f/s, %.0f µs (%.1f s; %.0f%%, %.0f%%)%s.\n\n",
+				c.Workers, seconds(c.Seconds), c.Dlock.CyclesPerSec, c.Dlock.CPUPerCycle(), c.Dlock.SampleSeconds, c.Dlock.AllocPct, c.Dlock.GCPct,
+				c.BaselineWay, c.Baseline.CyclesPerSec, c.Baseline.CPUPerCycle(), c.Baseline.SampleSeconds, c.Baseline.AllocPct, c.Baseline.GCPct,
+				failed("acquires and releases", c.Dlock, c.Baseline))
+			writeTops(w, c.Dlock, c.Baseline)
 		}
 		fmt.Fprintf(w, "Floor: %s\n", floorLine(b))
 	}
 	return nil
 }
 
-// sideErrors says how many cycles failed, if any did.
-func sideErrors(b BackendProfile) string {
-	if b.Dlock.Errors == 0 && b.Baseline.Errors == 0 {
+// profiled reports whether s was measured.
+func (s SideProfile) profiled() bool { return s.Cycles > 0 || s.SampleSeconds > 0 || len(s.Top) > 0 }
+
+// writeTops writes both sides' top functions side by side, a row per
+// rank; nothing when neither has any.
+func writeTops(w io.Writer, dlock, base SideProfile) {
+	rows := max(len(dlock.Top), len(base.Top))
+	if rows == 0 {
+		return
+	}
+	fmt.Fprintln(w, "| # | dlock: function | flat % | cum % | baseline: function | flat % | cum % |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---|---:|---:|")
+	for i := range rows {
+		fmt.Fprintf(w, "| %d | %s | %s |\n", i+1, entryCells(dlock.Top, i), entryCells(base.Top, i))
+	}
+	fmt.Fprintln(w)
+}
+
+// failed says how many of what failed on each side, if any did.
+func failed(what string, dlock, base SideProfile) string {
+	if dlock.Errors == 0 && base.Errors == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; failed cycles: dlock %d, baseline %d", b.Dlock.Errors, b.Baseline.Errors)
+	return fmt.Sprintf("; failed %s: dlock %d, baseline %d", what, dlock.Errors, base.Errors)
 }
 
 // entryCells are the three cells of top[i], empty past its end.

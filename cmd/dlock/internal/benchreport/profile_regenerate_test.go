@@ -58,19 +58,30 @@ func TestRegenerateProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	missed := map[string]bool{}
+	missed, contended := map[string]bool{}, map[string]string{} // the latter: the baseline's best way of waiting
 	for _, v := range benchreport.Check(r.Comparisons) {
-		if !v.Met && v.Got != "" && strings.HasPrefix(v.What, "uncontended") {
+		switch {
+		case v.Met || v.Got == "":
+		case strings.HasPrefix(v.What, "uncontended"):
 			missed[v.Backend] = true
+		case strings.HasPrefix(v.What, "contended"):
+			contended[v.Backend] = bestWay(r.Comparisons, v.Backend)
 		}
 	}
-	if len(missed) == 0 {
-		t.Skip("every uncontended target is met: nothing to profile")
+	if len(missed) == 0 && len(contended) == 0 {
+		t.Skip("every target is met: nothing to profile")
 	}
 	p := &benchreport.Profiles{Measured: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
 		Goroutines: profileG, SecondsPerSide: profileFor.Seconds()}
-	for _, u := range serverURLs(t, func(name string) bool { return missed[strings.ReplaceAll(name, " ", "-")] }) {
-		b := profileBackend(t, u)
+	for _, u := range serverURLs(t, func(name string) bool {
+		b := strings.ReplaceAll(name, " ", "-")
+		return missed[b] || contended[b] != ""
+	}) {
+		b := profileBackend(t, u, missed[u.backend], contended[u.backend])
+		if c := b.Contended; c != nil {
+			t.Logf("%s, contended: dlock %.0f/s, %.0f µs a critical section; baseline (%s) %.0f/s, %.0f µs",
+				u.backend, c.Dlock.CyclesPerSec, c.Dlock.CPUPerCycle(), c.BaselineWay, c.Baseline.CyclesPerSec, c.Baseline.CPUPerCycle())
+		}
 		for _, s := range []struct {
 			name string
 			sp   benchreport.SideProfile
@@ -98,8 +109,10 @@ func TestRegenerateProfiles(t *testing.T) {
 	t.Logf("wrote %s and rendered %s from it", benchreport.ProfilesFile, benchreport.DocFile)
 }
 
-// profileBackend profiles both sides on u, then measures its floors.
-func profileBackend(t *testing.T, u target) benchreport.BackendProfile {
+// profileBackend profiles both sides on u, uncontended when
+// uncontended is set and contended when way (the baseline's way of
+// waiting to profile) is not empty, then measures its floors.
+func profileBackend(t *testing.T, u target, uncontended bool, way string) benchreport.BackendProfile {
 	ctx := context.Background()
 	tg, err := baseline.Open(ctx, u.url, 10*time.Second)
 	if err != nil {
@@ -107,10 +120,80 @@ func profileBackend(t *testing.T, u target) benchreport.BackendProfile {
 	}
 	defer tg.Close()
 	b := benchreport.BackendProfile{Backend: u.backend}
-	b.Dlock = profileSide(t, u, &tg.Dlock, "dlock")
-	b.Baseline = profileSide(t, u, &tg.Base, "base")
+	if uncontended {
+		b.Dlock = profileSide(t, u, &tg.Dlock, "dlock")
+		b.Baseline = profileSide(t, u, &tg.Base, "base")
+	}
+	if way != "" {
+		b.Contended = profileContended(t, u, tg, way)
+	}
 	b.Floors, b.NoFloor = floors(t, u)
 	return b
+}
+
+// bestWay is the name of the baseline's best way of waiting in backend's
+// contended comparison.
+func bestWay(cs []baseline.Comparison, backend string) string {
+	for _, c := range cs {
+		if c.Backend == backend && c.Contended {
+			return c.BaselineImpl
+		}
+	}
+	return ""
+}
+
+// profileContended runs the contended workload under the CPU profiler,
+// each side alone: dlock's first way of contending (a Locker per
+// worker) and the baseline's way named way, each set up and warmed as a
+// comparison's round is, and torn down after.
+func profileContended(t *testing.T, u target, tg *baseline.Target, way string) *benchreport.ContendedProfile {
+	w := baseline.Workloads[len(baseline.Workloads)-1]
+	if !w.Contended {
+		t.Fatalf("the last workload, %s, is not the contended one", w.Name)
+	}
+	c := &benchreport.ContendedProfile{Workers: w.Goroutines, Seconds: profileFor.Seconds(), BaselineWay: way}
+	var base *baseline.Contender
+	for i, ct := range tg.Base.Contenders {
+		if ct.Name == way {
+			base = &tg.Base.Contenders[i]
+		}
+	}
+	if base == nil {
+		t.Fatalf("%s: the baseline has no way of waiting named %q", u.name, way)
+	}
+	c.Dlock = profileContender(t, u, w, tg.Dlock.Contenders[0], "dlock")
+	c.Baseline = profileContender(t, u, w, *base, "base")
+	return c
+}
+
+// profileContender runs ct's workers for profileFor under the profiler.
+func profileContender(t *testing.T, u target, w baseline.Workload, ct baseline.Contender, side string) benchreport.SideProfile {
+	ctx := context.Background()
+	lock, teardown, err := baseline.SetUpContenders(ctx, ct, w, "profile/contended/"+side)
+	if err != nil {
+		t.Fatalf("%s, %s: %v", u.name, side, err)
+	}
+	defer teardown()
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r := baseline.RunContended(ctx, w, lock, benchwork.For(profileFor))
+	pprof.StopCPUProfile()
+	prof, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatalf("%s, contended %s: parse the CPU profile: %v", u.name, side, err)
+	}
+	sp, err := benchreport.Summarize(prof, benchreport.ProfileTop)
+	if err != nil {
+		t.Fatalf("%s, contended %s: %v", u.name, side, err)
+	}
+	if r.Err != nil {
+		t.Logf("%s, contended %s: first failure: %v", u.name, side, r.Err)
+	}
+	sp.Cycles, sp.Errors = r.N, r.Failed
+	sp.CyclesPerSec = float64(r.N) / r.Elapsed.Seconds()
+	return sp
 }
 
 // profileSide warms s's pooled connections, then runs its uncontended

@@ -12,7 +12,9 @@ import (
 )
 
 // profileFixture is a small Profiles: a backend with a measured floor
-// and a tool that is not installed, and one without a load tool.
+// and a tool that is not installed, and one without a load tool; the
+// first and a third, whose uncontended targets are met, profiled
+// contended too.
 func profileFixture() *benchreport.Profiles {
 	return &benchreport.Profiles{Measured: "2026-01-02", Machine: "2 × Test CPU", Goroutines: 16, SecondsPerSide: 3,
 		Backends: []benchreport.BackendProfile{
@@ -24,10 +26,19 @@ func profileFixture() *benchreport.Profiles {
 				Floors: []benchreport.Floor{
 					{Tool: "redis-benchmark", What: "16 clients", PerSec: 95907.93, Unit: "requests/s"},
 					{Tool: "redis-benchmark", What: "-P 16", NotRun: "not installed"},
-				}},
+				},
+				Contended: &benchreport.ContendedProfile{Workers: 16, Seconds: 3, BaselineWay: "poll every 100µs",
+					Dlock: benchreport.SideProfile{Cycles: 9000, CyclesPerSec: 3000, SampleSeconds: 2.7, Top: []benchreport.ProfileEntry{
+						{Function: "runtime.futex", FlatPct: 12, CumPct: 12}}},
+					Baseline: benchreport.SideProfile{Cycles: 6000, CyclesPerSec: 2000, SampleSeconds: 2.4, Errors: 1, Top: []benchreport.ProfileEntry{
+						{Function: "unix.Syscall6", FlatPct: 61, CumPct: 61}, {Function: "time.Sleep", FlatPct: 3, CumPct: 9}}}}},
 			{Backend: "etcd", NoFloor: "etcd has no packaged load tool; no floor",
 				Dlock:    benchreport.SideProfile{Cycles: 3000, CyclesPerSec: 1000, SampleSeconds: 0.9, Errors: 2},
 				Baseline: benchreport.SideProfile{Cycles: 6000, CyclesPerSec: 2000, SampleSeconds: 0.6}},
+			{Backend: "zookeeper", NoFloor: "no load tool for this backend",
+				Contended: &benchreport.ContendedProfile{Workers: 16, Seconds: 3, BaselineWay: "zk.NewLock",
+					Dlock:    benchreport.SideProfile{Cycles: 300, CyclesPerSec: 100, SampleSeconds: 0.3},
+					Baseline: benchreport.SideProfile{Cycles: 600, CyclesPerSec: 200, SampleSeconds: 0.3}}},
 		}}
 }
 
@@ -50,13 +61,17 @@ func TestWriteProfilesMarkdown(t *testing.T) {
 		"Floor: redis-benchmark, 16 clients: **95908** requests/s; redis-benchmark, -P 16: not installed.\n",
 		"**etcd**: dlock 1000 cycles/s, 300 µs of client CPU a cycle (0.9 s sampled; allocating 0%, GC marking 0%); baseline 2000 cycles/s, 100 µs a cycle (0.6 s; 0%, 0%); failed cycles: dlock 2, baseline 0.\n",
 		"Floor: etcd has no packaged load tool; no floor.\n",
+		"Contended, 16 workers for 3 s: dlock 3000 critical sections/s, 300 µs of client CPU a critical section (2.7 s sampled; allocating 0%, GC marking 0%); " +
+			"baseline, poll every 100µs, 2000/s, 400 µs (2.4 s; 0%, 0%); failed acquires and releases: dlock 0, baseline 1.\n",
+		"| 2 |  |  |  | `time.Sleep` | 3.0 | 9.0 |\n",
+		"**zookeeper**: its uncontended targets are met.\n\nContended, 16 workers for 3 s: dlock 100 critical sections/s, 1000 µs",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "| # | dlock: function |"); n != 1 {
-		t.Errorf("%d tables, want one for the backend with profiles and none for the one without:\n%s", n, out)
+	if n := strings.Count(out, "| # | dlock: function |"); n != 2 {
+		t.Errorf("%d tables, want two for the backend with profiles (uncontended, contended) and none for the others:\n%s", n, out)
 	}
 }
 
