@@ -174,20 +174,8 @@ func profileContender(t *testing.T, u target, w baseline.Workload, ct baseline.C
 		t.Fatalf("%s, %s: %v", u.name, side, err)
 	}
 	defer teardown()
-	var buf bytes.Buffer
-	if err := pprof.StartCPUProfile(&buf); err != nil {
-		t.Fatal(err)
-	}
-	r := baseline.RunContended(ctx, w, lock, benchwork.For(profileFor))
-	pprof.StopCPUProfile()
-	prof, err := profile.Parse(&buf)
-	if err != nil {
-		t.Fatalf("%s, contended %s: parse the CPU profile: %v", u.name, side, err)
-	}
-	sp, err := benchreport.Summarize(prof, benchreport.ProfileTop)
-	if err != nil {
-		t.Fatalf("%s, contended %s: %v", u.name, side, err)
-	}
+	var r *benchwork.Contention
+	sp := underProfiler(t, u.name+", contended "+side, func() { r = baseline.RunContended(ctx, w, lock, benchwork.For(profileFor)) })
 	if r.Err != nil {
 		t.Logf("%s, contended %s: first failure: %v", u.name, side, r.Err)
 	}
@@ -202,25 +190,35 @@ func profileSide(t *testing.T, u target, s *baseline.Side, side string) benchrep
 	ctx := context.Background()
 	prefix := "profile/" + side + "/"
 	benchwork.RunCycles(ctx, benchwork.Count(4*profileG), profileG, prefix+"warm/", s.Cycle, benchwork.GoOn)
-	var buf bytes.Buffer
-	if err := pprof.StartCPUProfile(&buf); err != nil {
-		t.Fatal(err)
-	}
-	c := benchwork.RunCycles(ctx, benchwork.For(profileFor), profileG, prefix, s.Cycle, benchwork.GoOn)
-	pprof.StopCPUProfile()
-	prof, err := profile.Parse(&buf)
-	if err != nil {
-		t.Fatalf("%s, %s: parse the CPU profile: %v", u.name, side, err)
-	}
-	sp, err := benchreport.Summarize(prof, benchreport.ProfileTop)
-	if err != nil {
-		t.Fatalf("%s, %s: %v", u.name, side, err)
-	}
+	var c benchwork.Cycles
+	sp := underProfiler(t, u.name+", "+side, func() {
+		c = benchwork.RunCycles(ctx, benchwork.For(profileFor), profileG, prefix, s.Cycle, benchwork.GoOn)
+	})
 	if c.Err != nil {
 		t.Logf("%s, %s: first failure: %v", u.name, side, c.Err)
 	}
 	sp.Cycles, sp.Errors = c.N-c.Failed, c.Failed
 	sp.CyclesPerSec = float64(sp.Cycles) / c.Elapsed.Seconds()
+	return sp
+}
+
+// underProfiler runs run under Go's CPU profiler and summarizes the
+// profile; what names the run in a failure.
+func underProfiler(t *testing.T, what string, run func()) benchreport.SideProfile {
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	pprof.StopCPUProfile()
+	prof, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatalf("%s: parse the CPU profile: %v", what, err)
+	}
+	sp, err := benchreport.Summarize(prof, benchreport.ProfileTop)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 	return sp
 }
 
