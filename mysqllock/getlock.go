@@ -344,6 +344,37 @@ func (d *getLocks) Inspect(ctx context.Context, name string) (driver.Holder, boo
 	return h, true, nil
 }
 
+// killWait bounds how long ForceRelease waits for a killed connection to
+// let go of its lock.
+const killWait = 10 * time.Second
+
+// killed waits until connection id no longer holds name's lock: KILL
+// CONNECTION returns once the connection is told, and the server frees its
+// locks when its thread ends, a moment later. It checks after 1 ms, then
+// up to 16 ms apart, for up to killWait.
+func (d *getLocks) killed(ctx context.Context, name string, id int64) error {
+	stop := time.Now().Add(killWait)
+	for wait := time.Millisecond; ; wait = min(2*wait, 16*time.Millisecond) {
+		var still bool
+		if err := d.db.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?) <=> ?`, Key(name), id).Scan(&still); err != nil {
+			return d.classify(err)
+		}
+		if !still {
+			return nil
+		}
+		if time.Now().After(stop) {
+			return fmt.Errorf("mysqllock: force-release of %q: connection %d still holds the lock %s after it was killed", name, id, killWait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
 // ForceRelease ends the connection holding name's lock (KILL CONNECTION:
 // the server frees its locks, and the holder's monitor sees it within
 // monitorEvery) and draws a new fence that stands between the evicted
@@ -360,6 +391,9 @@ func (d *getLocks) ForceRelease(ctx context.Context, name string) (driver.Holder
 	if id.Valid {
 		if _, err := d.db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id.Int64)); err != nil {
 			return driver.Holder{}, false, 0, d.classify(err)
+		}
+		if err := d.killed(ctx, name, id.Int64); err != nil {
+			return driver.Holder{}, false, 0, err
 		}
 	}
 	newFence, err := d.drawNext(ctx)
