@@ -92,7 +92,8 @@ func (d *db) waitForGetLockWaiter(t *testing.T) {
 	for time.Now().Before(deadline) {
 		var n int
 		if err := d.sql.QueryRowContext(ctx(t), `SELECT COUNT(*) FROM information_schema.processlist
-			WHERE (info LIKE 'SELECT GET_LOCK(%' OR info LIKE 'SELECT IF(GET_LOCK(%') AND state LIKE '%lock%'`).Scan(&n); err != nil {
+			WHERE (info LIKE 'SELECT GET_LOCK(%' OR info LIKE 'SELECT IF(GET_LOCK(%' OR info LIKE 'DO @dlock_t0 := %, GET_LOCK(%')
+				AND state LIKE '%lock%'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {

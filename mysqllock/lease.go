@@ -52,6 +52,10 @@ type leases struct {
 	// picks the grant statement.
 	clock  serverClock
 	flavor atomic.Int32
+	// recent are the names this driver's waits found held lately.
+	recent contended
+	// queueTook is queueTook's SQL for this driver's table.
+	queueTook string
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -68,7 +72,7 @@ func newLeases(b base) *leases {
 	d.refresh, d.token, d.release = d.sql(leaseRefresh), d.sql(leaseToken), d.sql(leaseRelease)
 	d.sweepMax, d.raiseFloor, d.sweep = d.sql(leaseSweepMax), d.sql(leaseRaiseFloor), d.sql(leaseSweep)
 	d.list, d.inspect, d.evict, d.adoptRead = d.sql(leaseList), d.sql(leaseInspect), d.sql(leaseEvict), d.sql(leaseAdoptRead)
-	d.state = d.sql(leaseState)
+	d.state, d.queueTook = d.sql(leaseState), d.sql(queueTook)
 	return d
 }
 

@@ -13,11 +13,14 @@ import (
 // name's wake key (lease_wake.go), first come first served.
 
 // headPoll bounds the sleep of the waiter that holds the wake key while
-// a lease without a key holds the row (its release wakes nobody), and
-// watchEvery the time between a queued waiter's checks of the row.
+// a lease without a key holds the row (its release wakes nobody),
+// watchEvery the time between a queued waiter's checks of the row, and
+// busyPause the pause before a queued turn that found the row busy
+// queues again.
 const (
 	headPoll   = 250 * time.Millisecond
 	watchEvery = time.Second
+	busyPause  = time.Millisecond
 )
 
 // AcquireWait (driver.Queuer) makes one attempt, and when it loses waits
@@ -32,38 +35,59 @@ const (
 // or expired for handoffGrace while someone else keeps the key (a
 // stopped or cut-off process) makes it leave the queue and take the row
 // without the key. Grant.Since is the sent time of the winning attempt.
+//
+// A name this driver's waits found held within contendedFor is queued
+// for at once, without the first attempt (lease_queue.go), where the
+// queued turn is one message: its first read names the holder.
 func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	sent := time.Now()
-	g, err := d.TryAcquire(ctx, req)
-	if err != nil || g.Acquired {
-		g.Since = sent
-		return g, err
+	last := driver.Holder{TTL: -1} // not seen yet
+	if !d.queueMsgOK() || !d.recent.lately(req.Name) {
+		sent := time.Now()
+		g, err := d.TryAcquire(ctx, req)
+		if err != nil || g.Acquired {
+			g.Since = sent
+			return g, err
+		}
+		d.recent.saw(req.Name)
+		last = g.Holder
 	}
-	last := g.Holder
 	for {
 		g, stale, err := d.queueTurn(ctx, req, last)
+		if g.Holder.Name != "" {
+			last = g.Holder
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return driver.Grant{Holder: last}, ctx.Err()
+			return driver.Grant{Holder: named(last)}, ctx.Err()
 		case err != nil || g.Acquired:
 			return g, err
 		case stale:
-			sent = time.Now()
+			sent := time.Now()
 			if g, err = d.grantOn(ctx, nil, req); err != nil || g.Acquired {
 				g.Since = sent
 				return g, err
 			}
-		}
-		if g.Holder.Name != "" {
-			last = g.Holder
+			if g.Holder.Name != "" {
+				last = g.Holder
+			}
 		}
 	}
 }
 
+// named is h, or no holder when none was seen.
+func named(h driver.Holder) driver.Holder {
+	if h.Name == "" {
+		return driver.Holder{}
+	}
+	return h
+}
+
 // queueTurn waits once for the wake key on a connection of its own and,
-// given it, takes the row (headTurn). stale is true when the watch of
-// the row ended the wait: the row has been free for handoffGrace while
-// another process kept the key.
+// given it, takes the row (headTurn): in one message where the server
+// allows it (queueMsg), else the wait and then the grant. stale is true
+// when the watch of the row ended the wait: the row has been free for
+// handoffGrace while another process kept the key. The Grant's Holder
+// is the last holder seen, if any.
 func (d *leases) queueTurn(ctx context.Context, req driver.Request, last driver.Holder) (g driver.Grant, stale bool, err error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
@@ -71,24 +95,61 @@ func (d *leases) queueTurn(ctx context.Context, req driver.Request, last driver.
 	}
 	key := d.wakeKey(req.Name)
 	wctx, cancel := context.WithCancel(ctx)
-	watched := make(chan bool, 1)
-	go func() { watched <- d.watchRow(wctx, req.Name, last, cancel) }()
-	var got sql.NullInt64
-	err = conn.QueryRowContext(wctx, wakeTake, key, serverWait(ctx)).Scan(&got)
+	watched := make(chan watched, 1)
+	seen := last
+	go func() { watched <- d.watchRow(wctx, req, seen, cancel) }()
+	sent := time.Now()
+	var t queuedTook
+	if d.queueMsgOK() {
+		t, err = d.queueMsg(wctx, conn, req, key)
+	} else {
+		var got sql.NullInt64
+		err = conn.QueryRowContext(wctx, wakeTake, key, serverWait(ctx)).Scan(&got)
+		t.got = got.Int64 == 1
+	}
 	cancel()
-	stale = <-watched
+	if h, ok := heldBy(req.Name, req.Token, t.before); ok {
+		last = h
+		d.recent.saw(req.Name)
+	}
+	w := <-watched
+	if w.answered {
+		last = w.seen
+	}
 	switch {
-	case err == nil && got.Int64 == 1:
+	case err == nil && t.granted:
+		if t.got {
+			d.keys.keep(req.Token, key, conn)
+		} else {
+			_ = conn.Close() // granted without the key: conn holds none
+		}
+		return driver.Grant{Acquired: true, Fence: t.row.fence, Since: sent.Add(max(t.waited, 0)), Window: t.window}, false, nil
+	case err == nil && t.got:
 		return d.headTurn(ctx, req, key, conn)
 	case err == nil: // the server's timeout: the caller's deadline
 		discard(conn)
-		return driver.Grant{Holder: last}, false, context.DeadlineExceeded
+		if h, ok := heldBy(req.Name, req.Token, t.row); ok {
+			last = h
+		}
+		return driver.Grant{Holder: named(last)}, false, context.DeadlineExceeded
 	}
 	discard(conn)
-	if stale && ctx.Err() == nil {
-		return driver.Grant{}, true, nil
+	switch {
+	case w.stale && ctx.Err() == nil:
+		return driver.Grant{Holder: named(last)}, true, nil
+	case busy(err) && ctx.Err() == nil:
+		// The row was busy with another statement: queue again, after
+		// busyPause, so that a row kept busy is not tried in a tight loop.
+		t := time.NewTimer(busyPause)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return driver.Grant{Holder: named(last)}, false, nil
+		case <-ctx.Done():
+			return driver.Grant{Holder: named(last)}, false, ctx.Err()
+		}
 	}
-	return driver.Grant{}, false, d.classify(err)
+	return driver.Grant{Holder: named(last)}, false, d.classify(err)
 }
 
 // serverWait is how long GET_LOCK may wait, in seconds: until ctx's
@@ -138,31 +199,44 @@ func pollFor(h driver.Holder, most time.Duration) time.Duration {
 	return most
 }
 
-// watchRow checks name's row while its caller waits for the wake key,
+// watched is what a watch of the row saw: stale when it ended the wait,
+// and the last holder other than the waiter it read (answered).
+type watched struct {
+	stale, answered bool
+	seen            driver.Holder
+}
+
+// watchRow checks req's row while its caller waits for the wake key,
 // until ctx ends: when the row has been free or expired for handoffGrace
-// (the key's holder is stopped or cut off), it calls stop and reports
-// true. A failed check is retried at the next.
-func (d *leases) watchRow(ctx context.Context, name string, h driver.Holder, stop func()) bool {
+// (the key's holder is stopped or cut off: it takes a free row at once,
+// and polls an expired one every headPoll at most), it calls stop and
+// reports stale. A failed check is retried at the next. The first check is
+// after h's TTL, or watchEvery when h is not known (TTL < 0).
+func (d *leases) watchRow(ctx context.Context, req driver.Request, h driver.Holder, stop func()) watched {
+	var w watched
 	t := time.NewTimer(pollFor(h, watchEvery))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return w
 		case <-t.C:
 		}
 		var r row
-		err := d.db.QueryRowContext(ctx, d.state, name).Scan(&r.token, &r.owner, &r.fence, &r.micros)
-		if err == nil && !r.live() && !r.handedOn() {
+		err := d.db.QueryRowContext(ctx, d.state, req.Name).Scan(&r.token, &r.owner, &r.fence, &r.micros)
+		if err == nil && !r.live() && r.micros <= -handoffGrace.Microseconds() {
 			stop()
-			return true
+			w.stale = true
+			return w
 		}
 		next := watchEvery
-		if err == nil {
-			next = pollFor(r.holder(name), watchEvery)
-			if !r.live() {
-				next = pollFor(handedOnHolder(name, r), watchEvery)
-			}
+		switch seen, ok := heldBy(req.Name, req.Token, &r); {
+		case err != nil:
+		case ok:
+			w.seen, w.answered = seen, true
+			next = pollFor(seen, watchEvery)
+		case !r.live(): // kept for the key's holder until handoffGrace has passed
+			next = pollFor(handedOnHolder(req.Name, r), watchEvery)
 		}
 		t.Reset(next)
 	}

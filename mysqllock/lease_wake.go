@@ -17,7 +17,9 @@ import (
 // on the wake key (see AcquireWait), which MySQL and MariaDB grant in the
 // order the waiters came (their metadata lock queue is first in, first
 // out): the release itself hands the key to the first waiter, which then
-// takes the row.
+// takes the row; on MariaDB over a pool that batches statements, the
+// server takes it for the waiter in the message the waiter queued with
+// (lease_queue.go), as soon as the key is handed over.
 //
 // The row stays the lock: the key only orders and wakes. A lease granted
 // by a single attempt keeps its key on one of the driver's shared
