@@ -15,7 +15,7 @@ import (
 // the grant that follows it, run back to back in the server:
 //
 //	SELECT … (leaseState: the holder as the wait begins);
-//	DO @dlock_t0 := UTC_TIMESTAMP(6), GET_LOCK(key, wait), @dlock_token := NULL;
+//	DO @dlock_t0 := UTC_TIMESTAMP(6), GET_LOCK(key, wait);
 //	UPDATE … (leaseTake);
 //	SELECT … (the row, whether the key is held, the µs from @dlock_t0 to the grant)
 //
@@ -40,8 +40,8 @@ import (
 // lease's TTL is).
 const (
 	queuedWindow = time.Second
-	queueTakeDo  = `DO @dlock_t0 := UTC_TIMESTAMP(6), GET_LOCK(?, ?), @dlock_token := NULL`
-	queueTook    = `SELECT ROW_COUNT(), @dlock_token := token, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at),
+	queueTakeDo  = `DO @dlock_t0 := UTC_TIMESTAMP(6), GET_LOCK(?, ?)`
+	queueTook    = `SELECT ROW_COUNT(), token, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at),
 	TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)), IS_USED_LOCK(?) <=> CONNECTION_ID(),
 	TIMESTAMPDIFF(MICROSECOND, @dlock_t0, expires_at) FROM {{table}} WHERE name = ?`
 )
