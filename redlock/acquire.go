@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -71,14 +70,12 @@ func (d *redlock) TryAcquire(ctx context.Context, req driver.Request) (driver.Gr
 		}
 	}
 	failed := err != nil || !g.Acquired
-	if failed && ctx.Err() == nil {
-		a.releaseGot()
-	} else if failed {
-		// The caller's deadline has passed: it must not wait for the
-		// releases; the workers release every node that granted anyway.
-		a.got = nil
-	}
 	a.finish(failed)
+	if failed {
+		// The workers release every node that granted. A caller whose
+		// deadline has passed does not wait for them.
+		a.settle(ctx)
+	}
 	took := time.Since(start)
 	d.observe(took)
 	if err == nil && !g.Acquired {
@@ -116,9 +113,9 @@ type attempt struct {
 	final   chan struct{} // closed once failed is set
 	failed  bool
 	split   bool // some nodes granted, too few: nobody may hold a majority
-	got     []p1 // the phase-1 grants the decision saw
 
 	nodeDone []chan struct{} // closed when node i's worker is done with phases 1 and 2
+	settled  chan struct{}   // one send per worker, once it is done (and has released)
 	results  []p1            // node i's phase-1 answer, readable once nodeDone[i] is closed
 
 	gate     int           // the gate node in gate mode, else -1 (see gate.go)
@@ -134,7 +131,7 @@ func (d *redlock) newAttempt(ctx context.Context, req driver.Request) *attempt {
 		phase1: make(chan p1, n), phase2: make(chan bool, n),
 		decided: make(chan struct{}), final: make(chan struct{}),
 		gate: -1, gateDone: make(chan struct{}), nodeDone: make([]chan struct{}, n),
-		results: make([]p1, n),
+		results: make([]p1, n), settled: make(chan struct{}, n),
 	}
 	for i := range a.nodeDone {
 		a.nodeDone[i] = make(chan struct{})
@@ -166,6 +163,7 @@ func (a *attempt) work(i int) {
 	if a.failed && !r.skipped && (r.granted || r.err != nil) {
 		_, _ = a.d.releaseNode(a.ctx, i, a.req.Name, a.req.Token, a.seq)
 	}
+	a.settled <- struct{}{}
 }
 
 // take runs phase 1 on node i.
@@ -233,18 +231,26 @@ func (a *attempt) raise(i int, r p1) bool {
 	return err == nil && n == 1 && r.value < a.fence
 }
 
-// releaseGot releases, before a failed attempt returns, the nodes known
-// to have granted it, so that the caller's next call does not find them
-// held (by itself, or in a contender's eyes). The workers release the
-// nodes still unheard from once they answer.
-func (a *attempt) releaseGot() {
-	var wg sync.WaitGroup
-	for _, r := range a.got {
-		wg.Go(func() {
-			_, _ = a.d.releaseNode(a.ctx, r.node, a.req.Name, a.req.Token, a.seq)
-		})
+// settle waits, before a failed attempt returns, until every node has
+// answered it and each that granted has been released, so that the
+// caller's next call does not find a node held by this attempt: in gate
+// mode that call asks one node first, and its own leftover key there
+// would refuse it. A node that granted after the decision (the refusals
+// were already a majority) is the common case. The wait is bounded by the
+// node timeout, and ends with ctx: a node slower than that is released in
+// the background.
+func (a *attempt) settle(ctx context.Context) {
+	t := time.NewTimer(a.d.cfg.nodeTimeout)
+	defer t.Stop()
+	for range a.d.nodes {
+		select {
+		case <-a.settled:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
-	wg.Wait()
 }
 
 // finish tells the workers the outcome; they release on failure.

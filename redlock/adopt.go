@@ -27,7 +27,7 @@ func (d *redlock) Adopt(ctx context.Context, req driver.Request, want uint64) (d
 		fence uint64
 		seen  bool
 	)
-	t := d.ask(ctx, min(d.cfg.nodeTimeout, req.TTL), func(ctx context.Context, i int) (int64, error) {
+	t := d.ask(ctx, min(d.cfg.nodeTimeout, req.TTL), 0, func(ctx context.Context, i int) (int64, error) {
 		reply, err := rediscore.Adopt.Run(ctx, d.nodes[i].client, []string{layout.Lock(req.Name)}, anyAttempt(req.Token), ms).Result()
 		if err != nil {
 			return 0, err

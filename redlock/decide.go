@@ -27,7 +27,6 @@ func (a *attempt) decide(ctx context.Context, start time.Time) (driver.Grant, er
 	if err := ctx.Err(); err != nil {
 		return driver.Grant{}, err
 	}
-	a.got = granted
 	if len(granted) < a.d.quorum {
 		a.split = len(granted) > 0
 		return a.refused(all)

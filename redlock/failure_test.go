@@ -146,3 +146,37 @@ func TestRacingClients(t *testing.T) {
 	}
 	t.Logf("%d grants in %d attempts", grants.Load(), clients*rounds)
 }
+
+// TestSettledOnReturn: when TryAcquire returns, every node the attempt
+// reached has answered and let go, and a released lease is gone from
+// every node. Three of five nodes hold the lock for a foreign token, so
+// the attempt is refused once they answer, while the two free nodes may
+// grant it a moment later; and a release returns once a majority has
+// answered. A key left behind (this client's own, or the released
+// holder's) would refuse this client's next, gated attempt at that node
+// while a majority is free.
+func TestSettledOnReturn(t *testing.T) {
+	ns := startNodes(t, 5)
+	l := ns.locker(t, Config{NodeTimeout: suiteNodeTimeout})
+	for i := range 50 {
+		name := fmt.Sprintf("settled/%d", i)
+		ns.steal(t, name)
+		if _, err := l.TryAcquire(t.Context(), name, dlock.WithTTL(failTTL)); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire of a lock held on 3 of 5 nodes = %v, want ErrNotAcquired", err)
+		}
+		if on := ns.holding(t, name); len(on) != 3 {
+			t.Fatalf("round %d: after the refused attempt returned, the lock is held on nodes %v, want only the 3 stolen", i, on)
+		}
+		ns.expire(t, name)
+		ls, err := l.TryAcquire(t.Context(), name, dlock.WithTTL(failTTL))
+		if err != nil {
+			t.Fatalf("TryAcquire of a free lock: %v", err)
+		}
+		if err := ls.Release(t.Context()); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if on := ns.holding(t, name); len(on) != 0 {
+			t.Fatalf("round %d: after Release returned, the lock is held on nodes %v", i, on)
+		}
+	}
+}

@@ -27,8 +27,8 @@ type tally struct {
 // enough says the outcome is decided, the node timeout passes or ctx is
 // done. The requests still in flight then finish in the background; the
 // nodes not heard from count as errNodeTimeout.
-func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx context.Context, i int) (int64, error)) tally {
-	return d.askEach(ctx, timeout, 1, func(ctx context.Context, i int) ([]int64, error) {
+func (d *redlock) ask(ctx context.Context, timeout, linger time.Duration, op func(ctx context.Context, i int) (int64, error)) tally {
+	return d.askEach(ctx, timeout, linger, 1, func(ctx context.Context, i int) ([]int64, error) {
 		v, err := op(ctx, i)
 		return []int64{v}, err
 	})[0]
@@ -36,9 +36,10 @@ func (d *redlock) ask(ctx context.Context, timeout time.Duration, op func(ctx co
 
 // askEach is ask for a request about m locks at once: op answers one code
 // per lock. It returns one tally per lock once every lock's outcome is
-// decided, every node has answered, the node timeout (twice) passes or ctx
-// is done.
-func (d *redlock) askEach(ctx context.Context, timeout time.Duration, m int, op func(ctx context.Context, i int) ([]int64, error)) []tally {
+// decided (and, with linger > 0, the nodes not yet heard from have had
+// linger more to answer), every node has answered, the node timeout
+// (twice) passes or ctx is done.
+func (d *redlock) askEach(ctx context.Context, timeout, linger time.Duration, m int, op func(ctx context.Context, i int) ([]int64, error)) []tally {
 	ch := spread(ctx, true, d, timeout, op)
 	n := len(d.nodes)
 	ts := make([]tally, m)
@@ -49,9 +50,20 @@ func (d *redlock) askEach(ctx context.Context, timeout time.Duration, m int, op 
 	// scheduler starts late still count.
 	timer := time.NewTimer(2 * timeout)
 	defer timer.Stop()
+	var lingering <-chan time.Time
 wait:
-	for answered := 0; answered < n && !allDecided(ts, n, d.quorum); {
+	for answered := 0; answered < n; {
+		if lingering == nil && allDecided(ts, n, d.quorum) {
+			if linger <= 0 {
+				break
+			}
+			lt := time.NewTimer(linger)
+			defer lt.Stop()
+			lingering = lt.C
+		}
 		select {
+		case <-lingering:
+			break wait
 		case r := <-ch:
 			answered++
 			err := r.a.err

@@ -22,7 +22,7 @@ const releaseTimeout = 2 * time.Second
 func (d *redlock) Refresh(ctx context.Context, name, token string, ttl time.Duration) error {
 	start := time.Now()
 	ms := ttl.Milliseconds()
-	t := d.ask(ctx, min(d.cfg.nodeTimeout, ttl), func(ctx context.Context, i int) (int64, error) {
+	t := d.ask(ctx, min(d.cfg.nodeTimeout, ttl), 0, func(ctx context.Context, i int) (int64, error) {
 		return rediscore.Refresh.Run(ctx, d.nodes[i].client, []string{layout.Lock(name)}, anyAttempt(token), ms).Int64()
 	})
 	if err := t.outcome("refresh", len(d.nodes), d.quorum); err != nil {
@@ -35,11 +35,15 @@ func (d *redlock) Refresh(ctx context.Context, name, token string, ttl time.Dura
 }
 
 // Release deletes the lock on every node where token holds it and wakes
-// waiters there. It returns once a majority has answered; the other nodes
-// are released in the background.
+// waiters there. It returns once every node has answered, or once a
+// majority has and the others have had the node timeout more; a node
+// slower than that is released in the background. Waiting for the healthy
+// nodes matters: a contended attempt asks one gate node first (see
+// gate.go), and a gate still holding a released key would refuse a taker
+// that a majority of free nodes would have granted.
 func (d *redlock) Release(ctx context.Context, name, token string) error {
 	a := d.inflight(token)
-	t := d.ask(ctx, releaseTimeout, func(ctx context.Context, i int) (int64, error) {
+	t := d.ask(ctx, releaseTimeout, d.cfg.nodeTimeout, func(ctx context.Context, i int) (int64, error) {
 		if a != nil {
 			// The grant returned once a majority answered; its request to
 			// this node may still be in flight, and must not land after

@@ -33,7 +33,7 @@ func (d *redlock) RefreshBatch(ctx context.Context, items []driver.RefreshItem) 
 	}
 	calls := (len(items) + refreshBatchMax - 1) / refreshBatchMax
 	timeout := min(d.cfg.nodeTimeout*time.Duration(calls), ttl)
-	tallies := d.askEach(ctx, timeout, len(items), func(ctx context.Context, i int) ([]int64, error) {
+	tallies := d.askEach(ctx, timeout, 0, len(items), func(ctx context.Context, i int) ([]int64, error) {
 		return d.refreshNode(ctx, d.nodes[i], items)
 	})
 	took := time.Since(start)
