@@ -28,7 +28,7 @@ type advisory struct {
 
 func newAdvisory(b base) *advisory {
 	d := &advisory{
-		base: b, listener: newListener(b.pool, "", b.evicted), try: b.sql(advisoryTry), tryUntil: b.sql(advisoryTryUntil), holderOf: b.sql(advisoryHolderOf), block: b.sql(advisoryBlock), blockUntil: b.sql(advisoryBlockUntil), check: advisoryCheck,
+		base: b, listener: newListener(b.pool, "", "", b.evicted), try: b.sql(advisoryTry), tryUntil: b.sql(advisoryTryUntil), holderOf: b.sql(advisoryHolderOf), block: b.sql(advisoryBlock), blockUntil: b.sql(advisoryBlockUntil), check: advisoryCheck,
 		release: advisoryRelease, epoch: b.sql(advisoryEpoch), publish: b.sql(advisoryPublish),
 		sessions: map[string]*session{},
 	}

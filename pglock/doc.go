@@ -23,11 +23,15 @@
 // holder under the row lock: a loser always learns who holds the lock.
 // Refresh and release are one token-checked statement each. Waiters
 // queue in the row (driver.Queuer): each release notifies the head of the
-// queue alone, by its token, with NOTIFY on a channel named after the
-// table (each Locker LISTENs on one dedicated connection, taken out of
-// the pool on the first wait, so the server sees one connection more than
-// pool_max_conns); the woken waiter retries, and a release notifies only
-// when someone queues. The released lock is reserved for the notified
+// queue alone, by its token, with NOTIFY on the wake channel of the
+// Locker that queued it (each Locker LISTENs on a channel of its own,
+// "dlock_wake_" and 16 random hex digits, on one dedicated connection,
+// taken out of the pool on the first wait, so the server sees one
+// connection more than pool_max_conns); the woken waiter retries, and a
+// release notifies only when someone queues. One Locker's connection
+// hears a release, not every waiting Locker's. The waiters of an earlier
+// version, which queued bare tokens, are notified on a channel named
+// after the table, on which every Locker still listens. The released lock is reserved for the notified
 // waiter for 50 ms: another waiter arriving then queues behind instead
 // of taking it (TryAcquire is not held back), so waiters are served in
 // order; a reserved waiter that gives up instead (its wait ended) hands

@@ -19,3 +19,7 @@ func BatchStatements(drv driver.Driver) (refresh, release, channel string) {
 	d := drv.(*leases)
 	return d.refreshBatch, d.releaseBatch, d.channel
 }
+
+// WakeChannel returns a lease-mode driver's own NOTIFY channel, on which
+// the releases that wake its waiters are sent.
+func WakeChannel(drv driver.Driver) string { return drv.(*leases).wake }

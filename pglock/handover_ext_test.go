@@ -55,7 +55,7 @@ func TestHandOffToNextWhenReservedGivesUp(t *testing.T) {
 		t.Errorf("the waiter that gave up notified %q, want the next waiter", n.Payload)
 	}
 	var reserved, token *string
-	if err := d.admin.QueryRow(ctx(t), `SELECT reserved, token FROM dlock_leases WHERE name = 'handoff'`).Scan(&reserved, &token); err != nil {
+	if err := d.admin.QueryRow(ctx(t), `SELECT split_part(reserved, '@', 1), token FROM dlock_leases WHERE name = 'handoff'`).Scan(&reserved, &token); err != nil {
 		t.Fatal(err)
 	}
 	if (reserved == nil || *reserved != "next") && (token == nil || *token != "next") {
@@ -173,7 +173,7 @@ func queuedOn(t *testing.T, d *db, name, tok string) {
 	t.Helper()
 	for range 400 {
 		var in bool
-		if err := d.admin.QueryRow(ctx(t), `SELECT $2 = ANY (waiters) FROM dlock_leases WHERE name = $1`, name, tok).Scan(&in); err == nil && in {
+		if err := d.admin.QueryRow(ctx(t), `SELECT `+queuedSQL+` FROM dlock_leases WHERE name = $2`, tok, name).Scan(&in); err == nil && in {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -24,6 +24,7 @@ const sweepEvery = time.Minute
 type leases struct {
 	base
 	listener                                  *listener
+	wake                                      string // the driver's own NOTIFY channel (wake.go)
 	acquire, acquireInTurn, holder            string
 	refresh, release, tombstone               string
 	refreshBatch, releaseBatch, list, inspect string
@@ -38,7 +39,8 @@ type leases struct {
 }
 
 func newLeases(b base) *leases {
-	d := &leases{base: b, listener: newListener(b.pool, b.channel, b.evicted), lastSweep: time.Now()}
+	wake := newWakeChannel()
+	d := &leases{base: b, wake: wake, listener: newListener(b.pool, b.channel, wake, b.evicted), lastSweep: time.Now()}
 	d.acquire, d.acquireInTurn, d.holder = d.sql(leaseAcquire), d.sql(leaseAcquireInTurn), d.sql(leaseHolder)
 	d.refresh, d.release, d.tombstone = d.sql(leaseRefresh), d.sql(leaseRelease), d.sql(leaseTombstone)
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
@@ -80,7 +82,7 @@ func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Gra
 // grant runs the grant statement; won is false when it did not grant.
 func (d *leases) grant(ctx context.Context, req driver.Request, stmt string) (driver.Grant, bool, error) {
 	var fence int64
-	err := d.pool.QueryRow(ctx, stmt, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).Scan(&fence)
+	err := d.pool.QueryRow(ctx, stmt, req.Name, req.Token, req.Owner, req.TTL.Microseconds(), d.element(req.Token)).Scan(&fence)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return driver.Grant{}, false, nil
@@ -125,7 +127,7 @@ func (d *leases) attemptInTurn(ctx context.Context, req driver.Request) (g drive
 		owner                         string
 		fence, micros, reservedMicros int64
 	)
-	err = d.pool.QueryRow(ctx, d.acquireInTurn, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).
+	err = d.pool.QueryRow(ctx, d.acquireInTurn, req.Name, req.Token, req.Owner, req.TTL.Microseconds(), d.element(req.Token)).
 		Scan(&won, &fence, &owner, &micros, &reservedMicros)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -192,7 +194,7 @@ func (d *leases) Release(ctx context.Context, name, token string) error {
 		return d.classify(err)
 	}
 	var current, woken *string
-	if err := d.pool.QueryRow(ctx, d.tombstone, name, token, d.channel).Scan(&current, &woken); err != nil {
+	if err := d.pool.QueryRow(ctx, d.tombstone, name, token, d.channel, d.element(token)).Scan(&current, &woken); err != nil {
 		return d.classify(err)
 	}
 	return notHeld(token, current)
@@ -220,8 +222,8 @@ const maxPoll = 250 * time.Millisecond
 // AcquireWait (driver.Queuer) waits for the lock in the row's queue: a
 // losing attempt appends its token to the row's waiters, in the same
 // statement (leaseAcquireInTurn), and each release notifies the head of
-// the queue alone, by its token, on the table's channel (one waiter
-// woken, not the herd). The waiter retries when
+// the queue alone, by its token, on its driver's wake channel (one waiter
+// woken, not the herd, and one listening connection: see wake.go). The waiter retries when
 // notified, when the holder's lease runs out (expiry notifies nobody), or
 // every maxPoll; it leaves the queue when it wins, or, when ctx ends, by
 // the Release the portable layer makes for the abandoned attempt.

@@ -43,7 +43,8 @@ const grantable = `(l.token IS NULL OR l.token = $2 OR l.expires_at <= statement
 
 // leaseAcquire grants name to $2 when grantable: an INSERT of a new row or
 // an update of the existing one, the fence drawn from the sequence (kept
-// for a retried attempt), $2 leaving the row's queue of waiters. It
+// for a retried attempt), $2 leaving the row's queue of waiters ($5 is
+// its element there, see wake.go). It
 // returns the fence, or no row when the lock was not granted: then
 // leaseHolder says why, in a statement of its own (a new snapshot, which
 // sees the row that made this one lose). A waiter's attempt is
@@ -54,14 +55,15 @@ INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
 VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
 ON CONFLICT (name) DO UPDATE SET token = excluded.token, owner = excluded.owner,
 	fence = CASE WHEN l.token = $2 THEN l.fence ELSE excluded.fence END,
-	expires_at = excluded.expires_at, waiters = array_remove(l.waiters, $2), reserved = NULL
+	expires_at = excluded.expires_at, waiters = ` + dequeue + `, reserved = NULL
 WHERE ` + grantable + `
 RETURNING l.fence`
 
 // leaseAcquireInTurn is a waiter's attempt (AcquireWait): one statement
 // that either grants the lock as leaseAcquire does, when it is grantable
 // and the waiter's turn (inTurn), or else puts $2 at the tail of the
-// row's queue of waiters (once; a queue of 64 tokens takes no more, and a
+// row's queue of waiters (its element $5, see wake.go; once; a queue of 64
+// takes no more, and a
 // waiter left out polls) when the row is held by another live lease or
 // was just released to another waiter (queueable). Both are decided on
 // the row's latest version under its lock, as the upsert's conflict
@@ -83,8 +85,8 @@ ON CONFLICT (name) DO UPDATE SET
 	owner = CASE WHEN ` + grantInTurn + ` THEN excluded.owner ELSE l.owner END,
 	fence = CASE WHEN ` + grantInTurn + ` AND l.token IS DISTINCT FROM $2 THEN excluded.fence ELSE l.fence END,
 	expires_at = CASE WHEN ` + grantInTurn + ` THEN excluded.expires_at ELSE l.expires_at END,
-	waiters = CASE WHEN ` + grantInTurn + ` THEN array_remove(l.waiters, $2)
-		WHEN $2 = ANY (l.waiters) OR cardinality(l.waiters) >= 64 THEN l.waiters ELSE l.waiters || $2::text END,
+	waiters = CASE WHEN ` + grantInTurn + ` THEN ` + dequeue + `
+		WHEN $5 = ANY (l.waiters) OR $2 = ANY (l.waiters) OR cardinality(l.waiters) >= 64 THEN l.waiters ELSE l.waiters || $5::text END,
 	reserved = CASE WHEN ` + grantInTurn + ` THEN NULL ELSE l.reserved END
 WHERE ` + grantInTurn + ` OR ` + queueable + `
 RETURNING coalesce(l.token = $2, false), l.fence, l.owner,
@@ -99,7 +101,7 @@ const grantInTurn = `(` + grantable + inTurn + `)`
 // waiter (reserved, notified) goes to that waiter, unless it has not come
 // for it within 50 ms (it died without leaving the queue). A try is not
 // held back by it: it never waits.
-const inTurn = ` AND (l.reserved IS NULL OR l.reserved = $2 OR l.token IS NOT NULL
+const inTurn = ` AND (l.reserved IS NULL OR ` + reservedFor + ` = $2 OR l.token IS NOT NULL
 	OR l.expires_at < statement_timestamp() - ` + reservation + `)`
 
 // queueable is when a waiter that does not take the row joins its queue:
@@ -107,7 +109,22 @@ const inTurn = ` AND (l.reserved IS NULL OR l.reserved = $2 OR l.token IS NOT NU
 // waiter whose turn has not lapsed, and $2 was not released.
 const queueable = `(NOT ($2 = ANY (l.dead)) AND (
 	(l.token IS NOT NULL AND l.token <> $2 AND l.expires_at > clock_timestamp())
-	OR (l.token IS NULL AND l.reserved <> $2 AND l.expires_at >= clock_timestamp() - ` + reservation + `)))`
+	OR (l.token IS NULL AND ` + reservedFor + ` <> $2 AND l.expires_at >= clock_timestamp() - ` + reservation + `)))`
+
+// reservedFor is the token the row is reserved for: reserved holds the
+// head's queue element ("TOKEN@CHANNEL", or a bare token queued by an
+// earlier version).
+const reservedFor = `split_part(l.reserved, '@', 1)`
+
+// dequeue is the row's waiters without $2's element ($5) or $2 itself (a
+// token queued by an earlier version, or by a test).
+const dequeue = `array_remove(array_remove(l.waiters, $5::text), $2)`
+
+// notifyHead wakes the waiter a row was just reserved for (reserved, its
+// queue element): on the wake channel of the driver that queued it, with
+// its token as the payload; on the table's channel $3 for a bare token
+// queued by an earlier version.
+const notifyHead = `pg_notify(coalesce(nullif(split_part(l.reserved, '@', 2), ''), $3), split_part(l.reserved, '@', 1))`
 
 // reservation is how long a lock released to a queued waiter is kept for
 // it (see inTurn).
@@ -133,21 +150,21 @@ WITH r AS (
 SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM {{table}} WHERE name = $1)`
 
 // leaseRelease frees $2's row and records $2 among the name's released
-// tokens. When waiters queue, the head of the queue is notified on
-// channel $3 (the payload is its token: one waiter is woken, not the
-// herd) and moved to the tail, so that a waiter that died without leaving
+// tokens. When waiters queue, the head of the queue is notified on its
+// driver's wake channel (notifyHead: the payload is its token, one waiter
+// is woken, not the herd) and moved to the tail, so that a waiter that died without leaving
 // the queue costs one wasted wake-up, not a stuck queue; a waiter leaves
 // the queue when it wins. It returns a row when $2 held the lock (the
 // notified token or NULL), none otherwise: then leaseTombstone runs.
 // It is a bare UPDATE that notifies in its RETURNING list, which sees
-// the updated row: reserved is the old head of the queue, the token
+// the updated row: reserved is the old head of the queue, the waiter
 // notified.
 const leaseRelease = `
 UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
 	dead = ` + deadAppend + `, waiters = ` + rotate + `,
 	reserved = CASE WHEN cardinality(l.waiters) > 0 THEN l.waiters[1] END
 WHERE l.name = $1 AND l.token = $2
-RETURNING l.reserved, CASE WHEN l.reserved IS NOT NULL THEN pg_notify($3, l.reserved)::text END`
+RETURNING l.reserved, CASE WHEN l.reserved IS NOT NULL THEN ` + notifyHead + `::text END`
 
 // leaseTombstone records $2 as released on a name it does not hold,
 // whatever the row's state: it creates the row when there is none, and
@@ -156,11 +173,12 @@ RETURNING l.reserved, CASE WHEN l.reserved IS NOT NULL THEN pg_notify($3, l.rese
 // runs later finds $2 released and grants nothing. It returns the token
 // holding the row now.
 //
-// $2 also leaves the queue, and when the lock was in $2's hands (what its
+// $2 also leaves the queue (its element $4, see wake.go), and when the
+// lock was in $2's hands (what its
 // stalled attempt granted) or reserved for $2 (a waiter that gave up just
 // as the lock was released to it), the lock is handed to the next waiter,
 // as leaseRelease does: reserved for the head of the queue, which is
-// notified on channel $3 and moved to the tail. Before, a waiter that
+// notified (notifyHead) and moved to the tail. Before, a waiter that
 // gave up once notified left the lock reserved for nobody, and the queue
 // behind it slept until its poll (maxPoll, 250 ms) with nobody notified.
 // The reserved waiter of a free row is notified whether or not this
@@ -174,18 +192,21 @@ ON CONFLICT (name) DO UPDATE SET
 	owner = CASE WHEN l.token = $2 THEN '' ELSE l.owner END,
 	expires_at = CASE WHEN ` + handOver + ` THEN clock_timestamp() ELSE l.expires_at END,
 	dead = ` + deadAppend + `,
-	reserved = CASE WHEN ` + handOver + ` THEN (array_remove(l.waiters, $2))[1] ELSE l.reserved END,
-	waiters = CASE WHEN ` + handOver + ` THEN ` + rotateWithout + ` ELSE array_remove(l.waiters, $2) END
-RETURNING l.token, CASE WHEN l.token IS NULL AND l.reserved IS NOT NULL THEN pg_notify($3, l.reserved)::text END`
+	reserved = CASE WHEN ` + handOver + ` THEN (` + without + `)[1] ELSE l.reserved END,
+	waiters = CASE WHEN ` + handOver + ` THEN ` + rotateWithout + ` ELSE ` + without + ` END
+RETURNING l.token, CASE WHEN l.token IS NULL AND l.reserved IS NOT NULL THEN ` + notifyHead + `::text END`
 
 // handOver is when leaseTombstone hands the lock to the next waiter: $2
 // holds it (its stalled attempt granted it) or it is free and reserved
 // for $2.
-const handOver = `(l.token = $2 OR (l.token IS NULL AND l.reserved = $2))`
+const handOver = `(l.token = $2 OR (l.token IS NULL AND ` + reservedFor + ` = $2))`
+
+// without is the row's waiters without $2's element ($4) or $2 itself.
+const without = `array_remove(array_remove(l.waiters, $4::text), $2)`
 
 // rotateWithout is the row's waiters without $2, the head moved to the
 // tail.
-const rotateWithout = `(array_remove(l.waiters, $2))[2:] || (array_remove(l.waiters, $2))[1:1]`
+const rotateWithout = `(` + without + `)[2:] || (` + without + `)[1:1]`
 
 // rotate moves the head of a row's waiters queue to its tail.
 const rotate = `CASE WHEN cardinality(l.waiters) > 1 THEN l.waiters[2:] || l.waiters[1] ELSE l.waiters END`
@@ -211,7 +232,7 @@ RETURNING req.i`
 // leaseReleaseBatch frees many leases in one statement (by token; a
 // lease not held is left alone), as leaseRelease frees one: each row's
 // released token recorded, and when waiters queue, the lock reserved for
-// the head of its queue, which is notified on channel $3 and moved to the
+// the head of its queue, which is notified (notifyHead) and moved to the
 // tail. It returns the ordinal of each item it freed.
 const leaseReleaseBatch = `
 WITH req AS (
@@ -221,7 +242,7 @@ UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
 	dead = (l.dead || req.token)[greatest(1, cardinality(l.dead) - 6):], waiters = ` + rotate + `,
 	reserved = CASE WHEN cardinality(l.waiters) > 0 THEN l.waiters[1] END
 FROM req WHERE l.name = req.name AND l.token = req.token
-RETURNING req.i, CASE WHEN l.reserved IS NOT NULL THEN pg_notify($3, l.reserved)::text END`
+RETURNING req.i, CASE WHEN l.reserved IS NOT NULL THEN ` + notifyHead + `::text END`
 
 // leaseTokens returns, by ordinal, the token holding each name of $1
 // (NULL when free or without a row): why a batch left an item alone.

@@ -3,6 +3,7 @@ package pglock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,17 +14,20 @@ import (
 
 // listener delivers notifications with LISTEN on ONE connection per
 // driver, taken out of the pool (so the pool's hooks apply) and shared by
-// every subscriber. It listens on two channels: on the release channel
-// (lease mode only), a release's payload is the token of the waiter it
-// wakes (the head of the row's queue), dispatched to that waiter; on the
-// eviction channel, a force-release's payload is "FENCE NAME", handed to
-// every eviction watcher. If the connection fails, every waiter is woken
+// every subscriber. In lease mode it listens on the driver's own wake
+// channel, where a release names the token of the waiter it wakes (the
+// head of the row's queue, queued by this driver), dispatched to that
+// waiter, and on the table's release channel, where the releases of an
+// earlier version wake the waiters that version queued; on the eviction
+// channel, a force-release's payload is "FENCE NAME", handed to every
+// eviction watcher. If the connection fails, every waiter is woken
 // (to poll), every eviction watcher's channel is closed (its holders learn
 // at their next refresh; the portable layer subscribes again when its
 // watchdog next starts), and the next Watch opens a new connection.
 type listener struct {
 	pool      *pgxpool.Pool
 	releases  string // "" in advisory mode, whose waiters wait in the server
+	wake      string // the driver's own channel; "" in advisory mode
 	evictions string
 	onEvict   func(driver.Eviction) // called for an eviction handed to a watcher
 
@@ -40,9 +44,9 @@ type listener struct {
 
 var errClosed = errors.New("pglock: driver closed")
 
-func newListener(pool *pgxpool.Pool, releases, evictions string) *listener {
+func newListener(pool *pgxpool.Pool, releases, wake, evictions string) *listener {
 	return &listener{
-		pool: pool, releases: releases, evictions: evictions,
+		pool: pool, releases: releases, wake: wake, evictions: evictions,
 		watches: map[string]map[chan struct{}]struct{}{},
 		evicts:  map[chan driver.Eviction]struct{}{},
 	}
@@ -102,7 +106,7 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	conn := pc.Hijack()
-	for _, ch := range []string{l.releases, l.evictions} {
+	for _, ch := range []string{l.releases, l.wake, l.evictions} {
 		if ch == "" {
 			continue
 		}
@@ -146,8 +150,11 @@ func (l *listener) loop(ctx context.Context, conn *pgx.Conn, done chan struct{})
 	}
 }
 
-// dispatch wakes the waiters watching key (a token: one waiter).
+// dispatch wakes the waiters watching key (a token: one waiter). A
+// payload may be a whole queue element, "TOKEN@CHANNEL" (see
+// waiterElement), when a release of an earlier version read it.
 func (l *listener) dispatch(key string) {
+	key, _, _ = strings.Cut(key, "@")
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for ch := range l.watches[key] {

@@ -13,9 +13,9 @@ import (
 
 // handOffSetUp gives a lease-mode driver on a fresh database whose name
 // "handoff" is held by the token "holder", the driver's Queuer, a
-// connection of the test's own that LISTENs on the table's channel (it
-// sees every notification), and req, which makes a request on "handoff"
-// for a token.
+// connection of the test's own that LISTENs on the driver's wake channel
+// and the table's (it sees every notification), and req, which makes a
+// request on "handoff" for a token.
 func handOffSetUp(t *testing.T) (*db, driver.Driver, driver.Queuer, *pgx.Conn, func(tok string) driver.Request) {
 	t.Helper()
 	d := newDB(t)
@@ -25,8 +25,10 @@ func handOffSetUp(t *testing.T) (*db, driver.Driver, driver.Queuer, *pgx.Conn, f
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = spy.Close(context.Background()) })
-	if _, err := spy.Exec(ctx(t), "LISTEN dlock_leases"); err != nil {
-		t.Fatal(err)
+	for _, ch := range []string{"dlock_leases", pglock.WakeChannel(drv)} {
+		if _, err := spy.Exec(ctx(t), "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	req := func(tok string) driver.Request {
 		return driver.Request{Name: "handoff", Token: tok, Owner: tok, TTL: time.Minute}
@@ -38,8 +40,8 @@ func handOffSetUp(t *testing.T) (*db, driver.Driver, driver.Queuer, *pgx.Conn, f
 }
 
 // TestHandOff checks lease mode's queue: waiters queue in arrival order,
-// each release notifies the head of the queue alone (by its token, on the
-// table's channel), and the woken waiter takes the lock. A listening
+// each release notifies the head of the queue alone (by its token, on its
+// driver's wake channel), and the woken waiter takes the lock. A listening
 // connection of the test's own sees every notification.
 func TestHandOff(t *testing.T) {
 	d, drv, q, spy, req := handOffSetUp(t)
@@ -86,13 +88,17 @@ func waitQueued(t *testing.T, d *db, tok string) {
 	t.Helper()
 	for range 200 {
 		var in bool
-		if err := d.admin.QueryRow(ctx(t), `SELECT $1 = ANY (waiters) FROM dlock_leases WHERE name = 'handoff'`, tok).Scan(&in); err == nil && in {
+		if err := d.admin.QueryRow(ctx(t), `SELECT `+queuedSQL+` FROM dlock_leases WHERE name = 'handoff'`, tok).Scan(&in); err == nil && in {
 			return
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
 	t.Fatalf("%s never queued", tok)
 }
+
+// queuedSQL is whether the token $1 is in a row's queue of waiters (as
+// "TOKEN@CHANNEL", or a bare token).
+const queuedSQL = `EXISTS (SELECT 1 FROM unnest(waiters) w WHERE split_part(w, '@', 1) = $1)`
 
 func nextNotification(t *testing.T, c *pgx.Conn) string {
 	t.Helper()
@@ -147,4 +153,73 @@ func killListener(t *testing.T, d *db) {
 		t.Fatal("no LISTENing backend to kill")
 	}
 	time.Sleep(500 * time.Millisecond) // let the listener see its connection die
+}
+
+// TestHandOffWakesOnlyTheHeadsLocker: each Locker listens on a wake
+// channel of its own, and a release notifies the head of the queue on its
+// Locker's channel alone. Two Lockers each queue a waiter; a connection
+// of the test's own LISTENs on both wake channels and the table's, and
+// must see each release once, on the channel of the Locker whose waiter
+// is next. With one channel for the table, every Locker's listening
+// connection received, parsed and discarded every release.
+func TestHandOffWakesOnlyTheHeadsLocker(t *testing.T) {
+	d := newDB(t)
+	a, b := d.locker(t, pglock.Config{}).Driver(), d.locker(t, pglock.Config{}).Driver()
+	spy, err := pgx.Connect(ctx(t), d.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = spy.Close(context.Background()) })
+	for _, ch := range []string{"dlock_leases", pglock.WakeChannel(a), pglock.WakeChannel(b)} {
+		if _, err := spy.Exec(ctx(t), "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := func(tok string) driver.Request {
+		return driver.Request{Name: "handoff", Token: tok, Owner: tok, TTL: time.Minute}
+	}
+	if g, err := a.TryAcquire(ctx(t), req("holder")); err != nil || !g.Acquired {
+		t.Fatalf("holder: %+v %v", g, err)
+	}
+	got := make(chan string, 2)
+	for _, w := range []struct {
+		drv driver.Driver
+		tok string
+	}{{a, "wa"}, {b, "wb"}} {
+		go func() {
+			g, err := w.drv.(driver.Queuer).AcquireWait(ctx(t), req(w.tok))
+			if err != nil || !g.Acquired {
+				t.Errorf("%s: %+v, %v", w.tok, g, err)
+			}
+			got <- w.tok
+		}()
+		waitQueued(t, d, w.tok)
+	}
+	prev := "holder"
+	for _, next := range []struct {
+		drv driver.Driver
+		tok string
+	}{{a, "wa"}, {b, "wb"}} {
+		if err := a.Release(ctx(t), "handoff", prev); err != nil {
+			t.Fatalf("release by %s: %v", prev, err)
+		}
+		wc, cancel := context.WithTimeout(ctx(t), 10*time.Second)
+		n, err := spy.WaitForNotification(wc)
+		cancel()
+		if err != nil {
+			t.Fatalf("release by %s: no notification: %v", prev, err)
+		}
+		if want := pglock.WakeChannel(next.drv); n.Channel != want || n.Payload != next.tok {
+			t.Errorf("release by %s notified %q on %q, want %q on its Locker's channel %q", prev, n.Payload, n.Channel, next.tok, want)
+		}
+		if tok := <-got; tok != next.tok {
+			t.Fatalf("after the release by %s, %s was granted, want %s", prev, tok, next.tok)
+		}
+		prev = next.tok
+	}
+	c, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	if n, err := spy.WaitForNotification(c); err == nil {
+		t.Errorf("a second notification, %q on %q", n.Payload, n.Channel)
+	}
 }
