@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/recent"
 )
 
 // sweepAge is how long a released name's row is kept, free, before the
@@ -53,7 +54,7 @@ type leases struct {
 	clock  serverClock
 	flavor atomic.Int32
 	// recent are the names this driver's waits found held lately.
-	recent contended
+	recent *recent.Names
 	// queueTook is queueTook's SQL for this driver's table.
 	queueTook string
 
@@ -62,7 +63,7 @@ type leases struct {
 }
 
 func newLeases(b base) *leases {
-	d := &leases{base: b, keys: newWakeKeys(b.db), lastSweep: time.Now()}
+	d := &leases{base: b, keys: newWakeKeys(b.db), lastSweep: time.Now(), recent: recent.New(contendedFor, contendedMost)}
 	d.lockRow, d.ensureRow = d.sql(leaseLockRow), d.sql(leaseEnsureRow)
 	take := d.sql(leaseTake)
 	d.takeMaria = takeMariaDB + strings.Replace(take, "{{clock}}", clockMariaDB, 1)

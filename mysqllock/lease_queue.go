@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
@@ -144,36 +143,11 @@ func heldBy(name, token string, r *row) (h driver.Holder, ok bool) {
 	return driver.Holder{}, false
 }
 
-// contended remembers the names a driver's waits found held lately: a
-// wait on one of them skips its first attempt and queues at once (one
-// message, queueMsg), since that attempt would most likely be refused.
-type contended struct {
-	mu    sync.Mutex
-	names map[string]time.Time
-}
-
 // contendedFor is how long a name is taken to be contended after a wait
-// found it held; contendedMost bounds the names remembered (all are
-// forgotten when it is reached).
+// found it held (a wait on it then skips its first attempt and queues at
+// once, one message, queueMsg, since that attempt would most likely be
+// refused); contendedMost bounds the names remembered.
 const (
 	contendedFor  = time.Second
 	contendedMost = 4096
 )
-
-// saw notes that a wait found name held.
-func (c *contended) saw(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.names == nil || len(c.names) >= contendedMost {
-		c.names = map[string]time.Time{}
-	}
-	c.names[name] = time.Now()
-}
-
-// lately reports whether a wait found name held within contendedFor.
-func (c *contended) lately(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	at, ok := c.names[name]
-	return ok && time.Since(at) < contendedFor
-}

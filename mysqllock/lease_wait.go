@@ -41,14 +41,14 @@ const (
 // queued turn is one message: its first read names the holder.
 func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	last := driver.Holder{TTL: -1} // not seen yet
-	if !d.queueMsgOK() || !d.recent.lately(req.Name) {
+	if !d.queueMsgOK() || !d.recent.Lately(req.Name) {
 		sent := time.Now()
 		g, err := d.TryAcquire(ctx, req)
 		if err != nil || g.Acquired {
 			g.Since = sent
 			return g, err
 		}
-		d.recent.saw(req.Name)
+		d.recent.Saw(req.Name)
 		last = g.Holder
 	}
 	for {
@@ -110,7 +110,7 @@ func (d *leases) queueTurn(ctx context.Context, req driver.Request, last driver.
 	cancel()
 	if h, ok := heldBy(req.Name, req.Token, t.before); ok {
 		last = h
-		d.recent.saw(req.Name)
+		d.recent.Saw(req.Name)
 	}
 	w := <-watched
 	if w.answered {

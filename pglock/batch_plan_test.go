@@ -47,7 +47,7 @@ func TestBatchStatementsPlannedPerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	var prepared []string
-	rows, err := pool.Query(c, `SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%unnest(%'`, pgx.QueryExecModeSimpleProtocol)
+	rows, err := pool.Query(c, `SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%unnest($1%'`, pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,29 +17,47 @@
 // # Lease mode
 //
 // One row per name (name, token, owner, fence, expires_at, the queue of
-// waiting tokens, the waiter the lock is reserved for, the last released
+// waiters, the waiter the lock was last handed to, the last released
 // tokens). One statement grants the lock if the name is free
 // or its lease has expired by the database clock, or else returns the
 // holder under the row lock: a loser always learns who holds the lock.
 // Refresh and release are one token-checked statement each. Waiters
-// queue in the row (driver.Queuer): each release notifies the head of the
-// queue alone, by its token, with NOTIFY on the wake channel of the
-// Locker that queued it (each Locker LISTENs on a channel of its own,
-// "dlock_wake_" and 16 random hex digits, on one dedicated connection,
-// taken out of the pool on the first wait, so the server sees one
-// connection more than pool_max_conns); the woken waiter retries, and a
-// release notifies only when someone queues. One Locker's connection
-// hears a release, not every waiting Locker's. The waiters of an earlier
-// version, which queued bare tokens, are notified on a channel named
-// after the table, on which every Locker still listens. The released lock is reserved for the notified
-// waiter for 50 ms: another waiter arriving then queues behind instead
-// of taking it (TryAcquire is not held back), so waiters are served in
-// order; a reserved waiter that gives up instead (its wait ended) hands
-// the lock on to the next waiter when its token is released, and one
-// that does not come (it died in the queue) loses its turn after 50 ms,
-// when the waiters queued behind it retry. Waiters also retry when the
-// holder's lease runs out, and every 250 ms should a notification be lost
-// (the listening connection is re-opened on the next wait).
+// queue in the row (driver.Queuer), in arrival order, and a release with
+// waiters, of a name its Locker saw contended in the last 10 seconds,
+// hands the lock to the head of the queue in its own statement:
+// the row becomes the waiter's (its token and owner, a new fence) for one
+// second, a provisional grant (driver.Grant.Window) that the waiter's
+// first refresh extends to its TTL, and the waiter is told with NOTIFY,
+// its grant in the payload: it goes ahead with no statement of its own.
+// A waiter that died while it queued holds the lock for that second, not
+// a TTL; the waiters behind it try again when it runs out. A queue entry
+// carries the database time at which its waiter's wait ends, and a head
+// whose wait has ended is not handed the lock.
+//
+// The NOTIFY goes to the wake channel of the Locker that queued the
+// waiter: each Locker LISTENs on a channel of its own ("dlock_wake_" and
+// 16 random hex digits) on one dedicated connection, taken out of the
+// pool on the first wait, so the server sees one connection more than
+// pool_max_conns, and one Locker's connection hears a hand-off, not
+// every waiting Locker's. A release notifies only when someone queues.
+// Waiters also retry when the holder's lease runs out, and every 250 ms
+// should a notification be lost (the listening connection is re-opened
+// on the next wait); a waiter finding the lock already its own takes it.
+//
+// A waiter that gives up (its wait ended) leaves the queue when the
+// portable layer releases its token; a lock handed to it just then goes
+// on to the next waiter, as at any release. Some releases reserve the
+// lock for the head instead of handing it over: the release of a name
+// the Locker did not see contended lately (deciding a hand-off costs a
+// lock nobody waits for), a batch release, the release of a token whose
+// stalled attempt took the lock, and any release whose head's wait has
+// ended or was queued by an earlier version (a bare token). The
+// lock is then kept 50 ms for that waiter, which is woken to take it:
+// another waiter arriving then queues behind instead of taking it
+// (TryAcquire is not held back), and a reserved waiter that does not come
+// loses its turn after 50 ms, when the waiters queued behind it retry.
+// An earlier version's waiters are woken on a channel named after the
+// table, on which every Locker still listens.
 //
 // A released name's row stays as a tombstone that remembers the last
 // eight tokens released on it, so that an attempt the server runs after

@@ -23,3 +23,8 @@ func BatchStatements(drv driver.Driver) (refresh, release, channel string) {
 // WakeChannel returns a lease-mode driver's own NOTIFY channel, on which
 // the releases that wake its waiters are sent.
 func WakeChannel(drv driver.Driver) string { return drv.(*leases).wake }
+
+// SawContended makes a lease-mode driver take name as contended lately,
+// as if one of its waits had queued on it: its releases of name hand the
+// lock over.
+func SawContended(drv driver.Driver, name string) { drv.(*leases).recent.Saw(name) }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/recent"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,6 +20,14 @@ const tombstoneAge = 10 * time.Minute
 // sweepEvery is how often a driver sweeps old tombstones, on a Release.
 const sweepEvery = time.Minute
 
+// contendedFor is how long a name is taken to be contended after this
+// driver's wait queued on it or its release found waiters (see
+// leaseReleaseHandOff); contendedMost bounds the names remembered.
+const (
+	contendedFor  = 10 * time.Second
+	contendedMost = 4096
+)
+
 // leases is the lease-mode driver: one row per name in the lease table,
 // each operation one statement.
 type leases struct {
@@ -26,9 +35,17 @@ type leases struct {
 	listener                                  *listener
 	wake                                      string // the driver's own NOTIFY channel (wake.go)
 	acquire, acquireInTurn, holder            string
-	refresh, release, tombstone               string
+	refresh, release, releaseHandOff          string
+	tombstone                                 string
 	refreshBatch, releaseBatch, list, inspect string
 	forceRelease, sweep, tokens               string
+
+	// recent are the names this driver saw contended lately: its waits
+	// queued on them, or its releases found waiters. Their releases hand
+	// the lock over (leaseReleaseHandOff).
+	recent *recent.Names
+	// clock estimates the database clock, for waiters' deadlines.
+	clock dbClock
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -40,9 +57,12 @@ type leases struct {
 
 func newLeases(b base) *leases {
 	wake := newWakeChannel()
-	d := &leases{base: b, wake: wake, listener: newListener(b.pool, b.channel, wake, b.evicted), lastSweep: time.Now()}
+	d := &leases{base: b, wake: wake, listener: newListener(b.pool, b.channel, wake, b.evicted), lastSweep: time.Now(),
+		recent: recent.New(contendedFor, contendedMost)}
+	d.listener.onClock = d.clock.sample
 	d.acquire, d.acquireInTurn, d.holder = d.sql(leaseAcquire), d.sql(leaseAcquireInTurn), d.sql(leaseHolder)
 	d.refresh, d.release, d.tombstone = d.sql(leaseRefresh), d.sql(leaseRelease), d.sql(leaseTombstone)
+	d.releaseHandOff = d.sql(leaseReleaseHandOff)
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
 	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
 	d.tokens = d.sql(leaseTokens)
@@ -82,7 +102,7 @@ func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Gra
 // grant runs the grant statement; won is false when it did not grant.
 func (d *leases) grant(ctx context.Context, req driver.Request, stmt string) (driver.Grant, bool, error) {
 	var fence int64
-	err := d.pool.QueryRow(ctx, stmt, req.Name, req.Token, req.Owner, req.TTL.Microseconds(), d.element(req.Token)).Scan(&fence)
+	err := d.pool.QueryRow(ctx, stmt, req.Name, req.Token, req.Owner, req.TTL.Microseconds()).Scan(&fence)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return driver.Grant{}, false, nil
@@ -121,14 +141,23 @@ func (d *leases) holderOf(ctx context.Context, req driver.Request) (driver.Holde
 // that holder; queued is false when it did neither (the lock is free
 // again, or req's token was released). reserved is how long the other
 // waiter's reservation lasts when the lock is in hand-over, -1 otherwise.
-func (d *leases) attemptInTurn(ctx context.Context, req driver.Request) (g driver.Grant, h driver.Holder, queued bool, reserved time.Duration, err error) {
+// When the attempt returned a row, at becomes its sent time and the
+// database time it ran at.
+func (d *leases) attemptInTurn(ctx context.Context, req driver.Request, elem string, at *turn) (g driver.Grant, h driver.Holder, queued bool, reserved time.Duration, err error) {
 	var (
-		won                           bool
-		owner                         string
-		fence, micros, reservedMicros int64
+		won                                bool
+		owner                              string
+		fence, micros, reservedMicros, ran int64
 	)
-	err = d.pool.QueryRow(ctx, d.acquireInTurn, req.Name, req.Token, req.Owner, req.TTL.Microseconds(), d.element(req.Token)).
-		Scan(&won, &fence, &owner, &micros, &reservedMicros)
+	sent := time.Now()
+	defer func() {
+		if err == nil && (won || queued) {
+			*at = turn{sent: sent, us: ran}
+			d.clock.sample(sent, ran)
+		}
+	}()
+	err = d.pool.QueryRow(ctx, d.acquireInTurn, req.Name, req.Token, req.Owner, req.TTL.Microseconds(), elem).
+		Scan(&won, &fence, &owner, &micros, &reservedMicros, &ran)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return driver.Grant{}, driver.Holder{}, false, -1, nil
@@ -177,16 +206,26 @@ func notHeld(token string, current *string) error {
 }
 
 // Release frees token's row, records token as released on the name,
-// and notifies the head of the queue of waiters. When token does not hold
+// and hands the lock to the head of the queue of waiters when the name
+// was contended lately (leaseReleaseHandOff), else reserves it for the
+// head and wakes it (leaseRelease); a release that finds waiters marks
+// the name contended. When token does not hold
 // the row, a second statement records it as released anyway (creating
 // the row if need be, and freeing what a still-running attempt of token
 // grants), so that an attempt the server runs after its caller gave up
 // grants nothing. Releasing a lease that expired but was not taken over
 // succeeds.
 func (d *leases) Release(ctx context.Context, name, token string) error {
+	stmt := d.release
+	if d.recent.Lately(name) {
+		stmt = d.releaseHandOff
+	}
 	var next, notified *string
-	err := d.pool.QueryRow(ctx, d.release, name, token, d.channel).Scan(&next, &notified)
+	err := d.pool.QueryRow(ctx, stmt, name, token, d.channel).Scan(&next, &notified)
 	if err == nil {
+		if notified != nil {
+			d.recent.Saw(name) // someone waits: hand over next time
+		}
 		d.maybeSweep(ctx)
 		return nil
 	}
@@ -194,7 +233,7 @@ func (d *leases) Release(ctx context.Context, name, token string) error {
 		return d.classify(err)
 	}
 	var current, woken *string
-	if err := d.pool.QueryRow(ctx, d.tombstone, name, token, d.channel, d.element(token)).Scan(&current, &woken); err != nil {
+	if err := d.pool.QueryRow(ctx, d.tombstone, name, token, d.channel).Scan(&current, &woken); err != nil {
 		return d.classify(err)
 	}
 	return notHeld(token, current)
@@ -223,12 +262,18 @@ const maxPoll = 250 * time.Millisecond
 // losing attempt appends its token to the row's waiters, in the same
 // statement (leaseAcquireInTurn), and each release notifies the head of
 // the queue alone, by its token, on its driver's wake channel (one waiter
-// woken, not the herd, and one listening connection: see wake.go). The waiter retries when
-// notified, when the holder's lease runs out (expiry notifies nobody), or
-// every maxPoll; it leaves the queue when it wins, or, when ctx ends, by
+// woken, not the herd, and one listening connection: see wake.go). The
+// waiter retries when notified, when the holder's lease runs out (expiry
+// notifies nobody), or every maxPoll; it leaves the queue when it wins, or, when ctx ends, by
 // the Release the portable layer makes for the abandoned attempt.
 // Grant.Since is the sent time of the winning attempt, from which its
 // lease counts.
+//
+// Most grants under contention come with no attempt at all: a release
+// hands the lock to the head of the queue in its own statement (see
+// leaseReleaseHandOff), and the notification says so. That grant is provisional (Grant.Window) and
+// counts from the database time of the hand-off, mapped to this host's
+// clock through the waiter's last attempt (turn).
 func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	woken, stop, err := d.listener.Watch(ctx, req.Token)
 	if err != nil {
@@ -237,15 +282,18 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 	defer stop()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	var last driver.Holder
+	var (
+		last driver.Holder
+		at   turn
+		elem = d.element(ctx, req) // after Watch: the listener read the database clock
+	)
 	for {
-		sent := time.Now()
-		g, h, queued, reserved, err := d.attemptInTurn(ctx, req)
+		g, h, queued, reserved, err := d.attemptInTurn(ctx, req, elem, &at)
 		if err != nil {
 			return driver.Grant{Holder: last}, err
 		}
 		if g.Acquired {
-			g.Since = sent
+			g.Since = at.sent
 			return g, nil
 		}
 		if !queued { // free again, expired, or released: ask why
@@ -256,13 +304,19 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 		if h.Name != "" {
 			last = h
 		}
+		if queued {
+			d.recent.Saw(req.Name)
+		}
 		sleep := pollBehind(pollAfter(h, queued), reserved)
 		if d.sleepHook != nil {
 			d.sleepHook(reserved, sleep)
 		}
 		t.Reset(sleep)
 		select {
-		case <-woken:
+		case msg := <-woken:
+			if g, ok := handOff(msg, at); ok {
+				return g, nil
+			}
 		case <-t.C:
 		case <-ctx.Done():
 			return driver.Grant{Holder: last}, ctx.Err()

@@ -43,19 +43,20 @@ const grantable = `(l.token IS NULL OR l.token = $2 OR l.expires_at <= statement
 
 // leaseAcquire grants name to $2 when grantable: an INSERT of a new row or
 // an update of the existing one, the fence drawn from the sequence (kept
-// for a retried attempt), $2 leaving the row's queue of waiters ($5 is
-// its element there, see wake.go). It
-// returns the fence, or no row when the lock was not granted: then
-// leaseHolder says why, in a statement of its own (a new snapshot, which
-// sees the row that made this one lose). A waiter's attempt is
-// leaseAcquireInTurn instead. The uncontended path is this one
-// statement, as a hand-written upsert lease is.
+// for a retried attempt), the queue of waiters left alone: a try's
+// token never queued (a waiter's attempts are all leaseAcquireInTurn,
+// whose grant takes it out of the queue). It returns the fence, or no
+// row when the lock was not granted: then leaseHolder says why, in a
+// statement of its own (a new snapshot, which sees the row that made this
+// one lose). A waiter's attempt is leaseAcquireInTurn instead. The
+// uncontended path is this one statement, as a hand-written upsert lease
+// is.
 const leaseAcquire = `
 INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
 VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
 ON CONFLICT (name) DO UPDATE SET token = excluded.token, owner = excluded.owner,
 	fence = CASE WHEN l.token = $2 THEN l.fence ELSE excluded.fence END,
-	expires_at = excluded.expires_at, waiters = ` + dequeue + `, reserved = NULL
+	expires_at = excluded.expires_at, reserved = NULL
 WHERE ` + grantable + `
 RETURNING l.fence`
 
@@ -63,16 +64,17 @@ RETURNING l.fence`
 // that either grants the lock as leaseAcquire does, when it is grantable
 // and the waiter's turn (inTurn), or else puts $2 at the tail of the
 // row's queue of waiters (its element $5, see wake.go; once; a queue of 64
-// takes no more, and a
-// waiter left out polls) when the row is held by another live lease or
-// was just released to another waiter (queueable). Both are decided on
+// takes no more, and a waiter left out polls) when the row is held by
+// another live lease or was just released to another waiter (queueable). Both are decided on
 // the row's latest version under its lock, as the upsert's conflict
 // handling reads it. It returns whether $2 holds the lock now, its fence,
 // and otherwise the holder (none for a lock in hand-over) and, for a lock
 // in hand-over, the microseconds left of the other waiter's reservation
 // (-1 otherwise): a waiter queued behind it retries when it lapses, for
-// nobody is notified then. No row means neither: the lock is free again
-// (or $2 was released); leaseHolder then says why.
+// nobody is notified then; and last, the database clock in microseconds
+// (serverMicros), from which the time of a hand-off is told (turn). No
+// row means neither: the lock is free again (or $2 was released);
+// leaseHolder then says why.
 //
 // Before, a waiter's attempt was the grant, and when it lost a second
 // statement to queue: four statements per critical section under
@@ -85,13 +87,14 @@ ON CONFLICT (name) DO UPDATE SET
 	owner = CASE WHEN ` + grantInTurn + ` THEN excluded.owner ELSE l.owner END,
 	fence = CASE WHEN ` + grantInTurn + ` AND l.token IS DISTINCT FROM $2 THEN excluded.fence ELSE l.fence END,
 	expires_at = CASE WHEN ` + grantInTurn + ` THEN excluded.expires_at ELSE l.expires_at END,
-	waiters = CASE WHEN ` + grantInTurn + ` THEN ` + dequeue + `
+	waiters = CASE WHEN ` + grantInTurn + ` THEN array_remove(array_remove(l.waiters, $5::text), $2)
 		WHEN $5 = ANY (l.waiters) OR $2 = ANY (l.waiters) OR cardinality(l.waiters) >= 64 THEN l.waiters ELSE l.waiters || $5::text END,
 	reserved = CASE WHEN ` + grantInTurn + ` THEN NULL ELSE l.reserved END
 WHERE ` + grantInTurn + ` OR ` + queueable + `
 RETURNING coalesce(l.token = $2, false), l.fence, l.owner,
 	coalesce((extract(epoch FROM l.expires_at - clock_timestamp()) * 1e6)::bigint, -1),
-	CASE WHEN l.token IS NULL THEN greatest(0, (extract(epoch FROM l.expires_at + ` + reservation + ` - clock_timestamp()) * 1e6)::bigint) ELSE -1 END`
+	CASE WHEN l.token IS NULL THEN greatest(0, (extract(epoch FROM l.expires_at + ` + reservation + ` - clock_timestamp()) * 1e6)::bigint) ELSE -1 END,
+	` + serverMicros
 
 // grantInTurn is when a waiter's attempt takes the row: grantable, and its
 // turn (inTurn).
@@ -116,15 +119,14 @@ const queueable = `(NOT ($2 = ANY (l.dead)) AND (
 // earlier version).
 const reservedFor = `split_part(l.reserved, '@', 1)`
 
-// dequeue is the row's waiters without $2's element ($5) or $2 itself (a
-// token queued by an earlier version, or by a test).
-const dequeue = `array_remove(array_remove(l.waiters, $5::text), $2)`
-
 // notifyHead wakes the waiter a row was just reserved for (reserved, its
 // queue element): on the wake channel of the driver that queued it, with
 // its token as the payload; on the table's channel $3 for a bare token
 // queued by an earlier version.
 const notifyHead = `pg_notify(coalesce(nullif(split_part(l.reserved, '@', 2), ''), $3), split_part(l.reserved, '@', 1))`
+
+// serverMicros is the database clock now, in microseconds since the epoch.
+const serverMicros = `(date_part('epoch', clock_timestamp()) * 1e6)::bigint`
 
 // reservation is how long a lock released to a queued waiter is kept for
 // it (see inTurn).
@@ -152,19 +154,86 @@ SELECT EXISTS (SELECT 1 FROM r), (SELECT token FROM {{table}} WHERE name = $1)`
 // leaseRelease frees $2's row and records $2 among the name's released
 // tokens. When waiters queue, the head of the queue is notified on its
 // driver's wake channel (notifyHead: the payload is its token, one waiter
-// is woken, not the herd) and moved to the tail, so that a waiter that died without leaving
-// the queue costs one wasted wake-up, not a stuck queue; a waiter leaves
-// the queue when it wins. It returns a row when $2 held the lock (the
-// notified token or NULL), none otherwise: then leaseTombstone runs.
-// It is a bare UPDATE that notifies in its RETURNING list, which sees
-// the updated row: reserved is the old head of the queue, the waiter
-// notified.
+// is woken, not the herd) and moved to the tail, so that a waiter that
+// died without leaving the queue costs one wasted wake-up, not a stuck
+// queue; a waiter leaves the queue when it wins. The lock is reserved for
+// that waiter (reservation). It returns a row when $2 held the lock (the
+// reserved waiter's element, or NULL), none otherwise: then
+// leaseTombstone runs. It is a bare UPDATE that notifies in its RETURNING
+// list, which sees the updated row: reserved is the old head of the
+// queue, the waiter notified.
 const leaseRelease = `
 UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
 	dead = ` + deadAppend + `, waiters = ` + rotate + `,
 	reserved = CASE WHEN cardinality(l.waiters) > 0 THEN l.waiters[1] END
 WHERE l.name = $1 AND l.token = $2
 RETURNING l.reserved, CASE WHEN l.reserved IS NOT NULL THEN ` + notifyHead + `::text END`
+
+// leaseReleaseHandOff frees $2's row as leaseRelease does, and when
+// waiters queue, it hands the lock to the head of the queue in this
+// statement (grantHead): the row is the head's, with its token and owner
+// (from its queue element) and a fence from the sequence, for
+// handOffWindow, a provisional grant that the waiter's first refresh
+// extends to its TTL; the head leaves the queue. Its driver is notified
+// on its wake channel, "TOKEN p FENCE MICROS" with the database time of
+// the grant (handOffNotice): the waiter goes ahead with no statement of
+// its own. A head that died while it queued holds the lock for the
+// window, not a TTL. reserved keeps the head's element, which the
+// notification reads (RETURNING sees only the updated row); it does not
+// hold anyone back while the row has a token (inTurn).
+//
+// A head whose wait has ended, or that an earlier version queued (a bare
+// token), is served as leaseRelease serves it. The driver runs this
+// statement for a name it saw contended lately (Release), leaseRelease
+// otherwise: deciding a hand-off costs the release of a lock nobody waits
+// for about a tenth more on the database.
+const leaseReleaseHandOff = `
+UPDATE {{table}} l SET
+	token = CASE WHEN ` + noWaiters + ` THEN NULL WHEN ` + grantHead + ` THEN split_part(l.waiters[1], '@', 1) END,
+	owner = CASE WHEN ` + noWaiters + ` THEN '' WHEN ` + grantHead + ` THEN ` + headOwner + ` ELSE '' END,
+	fence = CASE WHEN ` + noWaiters + ` THEN l.fence WHEN ` + grantHead + ` THEN nextval({{seqname}}) ELSE l.fence END,
+	expires_at = CASE WHEN ` + noWaiters + ` THEN clock_timestamp() WHEN ` + grantHead + ` THEN clock_timestamp() + ` + handOffWindow + `
+		ELSE clock_timestamp() END,
+	dead = ` + deadAppend + `,
+	waiters = CASE WHEN ` + noWaiters + ` THEN l.waiters WHEN ` + grantHead + ` THEN l.waiters[2:] ELSE ` + rotate + ` END,
+	reserved = CASE WHEN ` + noWaiters + ` THEN NULL ELSE l.waiters[1] END
+WHERE l.name = $1 AND l.token = $2
+RETURNING l.token, CASE WHEN l.token IS NOT NULL THEN ` + handOffNotice + `::text
+	WHEN l.reserved IS NOT NULL THEN ` + notifyHead + `::text END`
+
+// noWaiters is when nobody queues: a release then decides nothing more,
+// and each column's CASE tests it first, so that the uncontended release
+// pays for none of grantHead (CASE evaluates its conditions in order).
+const noWaiters = `cardinality(l.waiters) = 0`
+
+// grantHead is when a release grants the lock to the head of the queue:
+// its element names a wake channel, a deadline and an owner
+// ("TOKEN@CHANNEL@DEADLINE@OWNER"), and the head still has a millisecond
+// of its wait left. A head whose wait has ended (it gave up, and its
+// leaving the queue has not reached the database yet) is reserved for
+// instead, which does not hold back a TryAcquire, and moved to the tail.
+// The deadline is compared with statement_timestamp(), which stays the
+// same through the statement: every column's CASE decides alike. The
+// releasing token's own entry (never left there by dlock) is not granted.
+const grantHead = `(l.waiters[1] ~ '^[^@]+@[^@]+@[0-9]*@' AND split_part(l.waiters[1], '@', 1) <> $2 AND
+	coalesce(nullif(split_part(l.waiters[1], '@', 3), '')::bigint, 9223372036854775807) >
+		(date_part('epoch', statement_timestamp()) * 1e6)::bigint + 1000)`
+
+// headOwner is the owner in the head's element (everything after the
+// third "@": an owner may hold "@" itself).
+const headOwner = `regexp_replace(l.waiters[1], '^[^@]*@[^@]*@[^@]*@', '')`
+
+// handOffWindow is how long a hand-off holds the lock for a waiter that
+// has not yet shown it is alive (driver.Grant.Window); the Go side is
+// handOffWindowGo.
+const handOffWindow = `interval '1 second'`
+
+// handOffNotice tells the head of the queue, on its wake channel, that a
+// release granted it the lock: "TOKEN p FENCE MICROS", MICROS the
+// database time of the grant (its expiry less the window). Read on the
+// updated row: token and fence are the grant's, reserved its element.
+const handOffNotice = `pg_notify(split_part(l.reserved, '@', 2), l.token || ' p ' || l.fence || ' ' ||
+	(extract(epoch FROM l.expires_at - ` + handOffWindow + `) * 1e6)::bigint)`
 
 // leaseTombstone records $2 as released on a name it does not hold,
 // whatever the row's state: it creates the row when there is none, and
@@ -173,8 +242,8 @@ RETURNING l.reserved, CASE WHEN l.reserved IS NOT NULL THEN ` + notifyHead + `::
 // runs later finds $2 released and grants nothing. It returns the token
 // holding the row now.
 //
-// $2 also leaves the queue (its element $4, see wake.go), and when the
-// lock was in $2's hands (what its
+// $2 also leaves the queue (its element, whoever queued it: see wake.go),
+// and when the lock was in $2's hands (what its
 // stalled attempt granted) or reserved for $2 (a waiter that gave up just
 // as the lock was released to it), the lock is handed to the next waiter,
 // as leaseRelease does: reserved for the head of the queue, which is
@@ -201,8 +270,9 @@ RETURNING l.token, CASE WHEN l.token IS NULL AND l.reserved IS NOT NULL THEN ` +
 // for $2.
 const handOver = `(l.token = $2 OR (l.token IS NULL AND ` + reservedFor + ` = $2))`
 
-// without is the row's waiters without $2's element ($4) or $2 itself.
-const without = `array_remove(array_remove(l.waiters, $4::text), $2)`
+// without is the row's waiters without $2's element or $2 itself, in
+// their order.
+const without = `array(SELECT w FROM unnest(l.waiters) WITH ORDINALITY AS u(w, i) WHERE split_part(w, '@', 1) <> $2 ORDER BY i)`
 
 // rotateWithout is the row's waiters without $2, the head moved to the
 // tail.

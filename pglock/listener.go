@@ -30,6 +30,9 @@ type listener struct {
 	wake      string // the driver's own channel; "" in advisory mode
 	evictions string
 	onEvict   func(driver.Eviction) // called for an eviction handed to a watcher
+	// onClock, when set, is told the database clock (µs) as the listening
+	// connection opens, and the local time the reading was sent.
+	onClock func(sent time.Time, us int64)
 
 	startMu sync.Mutex // serialises (re)connecting
 
@@ -38,7 +41,7 @@ type listener struct {
 	closed  bool
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the loop has exited
-	watches map[string]map[chan struct{}]struct{}
+	watches map[string]map[chan string]struct{}
 	evicts  map[chan driver.Eviction]struct{}
 }
 
@@ -47,23 +50,25 @@ var errClosed = errors.New("pglock: driver closed")
 func newListener(pool *pgxpool.Pool, releases, wake, evictions string) *listener {
 	return &listener{
 		pool: pool, releases: releases, wake: wake, evictions: evictions,
-		watches: map[string]map[chan struct{}]struct{}{},
+		watches: map[string]map[chan string]struct{}{},
 		evicts:  map[chan driver.Eviction]struct{}{},
 	}
 }
 
-// Watch subscribes to notifications whose payload is key (a waiter's
-// token). The LISTEN is active when it returns, so a notification after
-// it is never missed.
-func (l *listener) Watch(ctx context.Context, name string) (<-chan struct{}, func(), error) {
+// Watch subscribes to the notifications for key (a waiter's token): the
+// payload, which starts with the token ("TOKEN" for a wake-up, "TOKEN p
+// FENCE MICROS" for a hand-off), or "" when the listening connection
+// failed. Only the latest is kept until read. The LISTEN is active when
+// it returns, so a notification after it is never missed.
+func (l *listener) Watch(ctx context.Context, name string) (<-chan string, func(), error) {
 	if err := l.ensure(ctx); err != nil {
 		return nil, nil, err
 	}
-	ch := make(chan struct{}, 1)
+	ch := make(chan string, 1)
 	l.mu.Lock()
 	set := l.watches[name]
 	if set == nil {
-		set = map[chan struct{}]struct{}{}
+		set = map[chan string]struct{}{}
 		l.watches[name] = set
 	}
 	set[ch] = struct{}{}
@@ -71,7 +76,7 @@ func (l *listener) Watch(ctx context.Context, name string) (<-chan struct{}, fun
 	return ch, func() { l.unwatch(name, ch) }, nil
 }
 
-func (l *listener) unwatch(name string, ch chan struct{}) {
+func (l *listener) unwatch(name string, ch chan string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.watches[name], ch)
@@ -106,6 +111,15 @@ func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	conn := pc.Hijack()
+	// Read before the LISTENs, whose statements stay the connection's
+	// last in pg_stat_activity.
+	if l.onClock != nil {
+		var us int64
+		sent := time.Now()
+		if err := conn.QueryRow(ctx, "SELECT "+serverMicros).Scan(&us); err == nil {
+			l.onClock(sent, us)
+		}
+	}
 	for _, ch := range []string{l.releases, l.wake, l.evictions} {
 		if ch == "" {
 			continue
@@ -150,15 +164,16 @@ func (l *listener) loop(ctx context.Context, conn *pgx.Conn, done chan struct{})
 	}
 }
 
-// dispatch wakes the waiters watching key (a token: one waiter). A
-// payload may be a whole queue element, "TOKEN@CHANNEL" (see
-// waiterElement), when a release of an earlier version read it.
-func (l *listener) dispatch(key string) {
+// dispatch hands payload to the waiters watching its token (one
+// waiter). The token ends at a space, or at "@" when a release of an
+// earlier version sent a whole queue element (see wake.go).
+func (l *listener) dispatch(payload string) {
+	key, _, _ := strings.Cut(payload, " ")
 	key, _, _ = strings.Cut(key, "@")
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for ch := range l.watches[key] {
-		wake(ch)
+		wake(ch, payload)
 	}
 }
 
@@ -174,16 +189,24 @@ func (l *listener) stopped() {
 	clear(l.evicts)
 	for _, set := range l.watches {
 		for ch := range set {
-			wake(ch)
+			wake(ch, "")
 		}
 	}
 }
 
-func wake(ch chan struct{}) {
+// wake puts msg in ch, replacing a message not yet read unless that one
+// is a hand-off (the last message for its token, which a wake-up must not
+// hide). Only dispatch and stopped send, under l.mu, so the second send
+// cannot block.
+func wake(ch chan string, msg string) {
 	select {
-	case ch <- struct{}{}:
+	case old := <-ch:
+		if isHandOff(old) {
+			msg = old
+		}
 	default:
 	}
+	ch <- msg
 }
 
 // close ends the listening connection and waits for its goroutine.
