@@ -143,7 +143,7 @@ func (d *leases) holderOf(ctx context.Context, req driver.Request) (driver.Holde
 // waiter's reservation lasts when the lock is in hand-over, -1 otherwise.
 // When the attempt returned a row, at becomes its sent time and the
 // database time it ran at.
-func (d *leases) attemptInTurn(ctx context.Context, req driver.Request, elem string, at *turn) (g driver.Grant, h driver.Holder, queued bool, reserved time.Duration, err error) {
+func (d *leases) attemptInTurn(ctx context.Context, req driver.Request, elem string, at *driver.Turn) (g driver.Grant, h driver.Holder, queued bool, reserved time.Duration, err error) {
 	var (
 		won                                bool
 		owner                              string
@@ -152,7 +152,7 @@ func (d *leases) attemptInTurn(ctx context.Context, req driver.Request, elem str
 	sent := time.Now()
 	defer func() {
 		if err == nil && (won || queued) {
-			*at = turn{sent: sent, us: ran}
+			*at = driver.Turn{Sent: sent, Ran: ran}
 			d.clock.sample(sent, ran)
 		}
 	}()
@@ -273,7 +273,7 @@ const maxPoll = 250 * time.Millisecond
 // hands the lock to the head of the queue in its own statement (see
 // leaseReleaseHandOff), and the notification says so. That grant is provisional (Grant.Window) and
 // counts from the database time of the hand-off, mapped to this host's
-// clock through the waiter's last attempt (turn).
+// clock through the waiter's last attempt (driver.Turn).
 func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	woken, stop, err := d.listener.Watch(ctx, req.Token)
 	if err != nil {
@@ -284,7 +284,7 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 	defer t.Stop()
 	var (
 		last driver.Holder
-		at   turn
+		at   driver.Turn
 		elem = d.element(ctx, req) // after Watch: the listener read the database clock
 	)
 	for {
@@ -293,7 +293,7 @@ func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Gr
 			return driver.Grant{Holder: last}, err
 		}
 		if g.Acquired {
-			g.Since = at.sent
+			g.Since = at.Sent
 			return g, nil
 		}
 		if !queued { // free again, expired, or released: ask why

@@ -72,7 +72,7 @@ RETURNING l.fence`
 // in hand-over, the microseconds left of the other waiter's reservation
 // (-1 otherwise): a waiter queued behind it retries when it lapses, for
 // nobody is notified then; and last, the database clock in microseconds
-// (serverMicros), from which the time of a hand-off is told (turn). No
+// (serverMicros), from which the time of a hand-off is told (driver.Turn). No
 // row means neither: the lock is free again (or $2 was released);
 // leaseHolder then says why.
 //

@@ -100,9 +100,9 @@ func isHandOff(msg string) bool { return strings.Contains(msg, " p ") }
 
 // handOff reads a hand-off's payload: the lock is this waiter's, fence
 // FENCE, granted at the database time MICROS, for handOffWindowGo.
-func handOff(msg string, at turn) (driver.Grant, bool) {
+func handOff(msg string, at driver.Turn) (driver.Grant, bool) {
 	f := strings.Fields(msg)
-	if len(f) != 4 || f[1] != "p" || at.sent.IsZero() {
+	if len(f) != 4 || f[1] != "p" || at.Sent.IsZero() {
 		return driver.Grant{}, false
 	}
 	fence, err1 := strconv.ParseUint(f[2], 10, 64)
@@ -110,29 +110,5 @@ func handOff(msg string, at turn) (driver.Grant, bool) {
 	if err1 != nil || err2 != nil {
 		return driver.Grant{}, false
 	}
-	return driver.Grant{Acquired: true, Fence: fence, Since: at.since(us), Window: handOffWindowGo}, true
-}
-
-// turn is when a waiter's last attempt was sent (local clock) and ran
-// (database clock, µs): it maps a hand-off's database time to a local
-// time that is never later than the hand-off itself.
-type turn struct {
-	sent time.Time
-	us   int64
-}
-
-// since is the local start of a grant the database made at its time us:
-// the last attempt's send time plus the database time elapsed since that
-// attempt ran (it ran after it was sent, so this is never after the
-// grant, clocks drifting aside, which the portable layer allows for), and
-// never in the future.
-func (t turn) since(us int64) time.Time {
-	s := t.sent
-	if us > t.us {
-		s = s.Add(time.Duration(us-t.us) * time.Microsecond)
-	}
-	if now := time.Now(); s.After(now) {
-		return now
-	}
-	return s
+	return driver.Grant{Acquired: true, Fence: fence, Since: at.Since(us), Window: handOffWindowGo}, true
 }

@@ -77,14 +77,14 @@ func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver
 	if stop, werr := d.subscribe(ctx, d.keys.WaiterChannel(req.Name, req.Token), w); werr == nil {
 		defer stop()
 	}
-	g, err = d.waitLoop(ctx, req, w.Messages(), g, queuing{placeTTL: placeTTL, arrival: us}, turn{sent, us})
+	g, err = d.waitLoop(ctx, req, w.Messages(), g, queuing{placeTTL: placeTTL, arrival: us}, driver.Turn{Sent: sent, Ran: int64(us)})
 	if err != nil || !g.Acquired {
 		d.dequeue(ctx, req)
 	}
 	return g, err
 }
 
-func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-chan string, last driver.Grant, q queuing, at turn) (driver.Grant, error) {
+func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-chan string, last driver.Grant, q queuing, at driver.Turn) (driver.Grant, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// The first pass attempts at once: a release (or hand-off) that came
@@ -119,7 +119,7 @@ func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-cha
 			g.Since = sent
 			return g, nil
 		}
-		last, at = g, turn{sent, us}
+		last, at = g, driver.Turn{Sent: sent, Ran: int64(us)}
 	}
 }
 
@@ -129,7 +129,7 @@ func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-cha
 // TTL, with no round trip before the waiter goes ahead. Under replica
 // sync it is not taken as is: the next attempt finds the lock held by
 // this token and confirms it with WAIT.
-func (d fairDriver) handedOff(msg string, at turn) (driver.Grant, bool) {
+func (d fairDriver) handedOff(msg string, at driver.Turn) (driver.Grant, bool) {
 	f := strings.Fields(msg)
 	if len(f) != 4 || f[0] != "p" || d.cfg.replicas > 0 {
 		return driver.Grant{}, false
@@ -140,30 +140,7 @@ func (d fairDriver) handedOff(msg string, at turn) (driver.Grant, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || px <= 0 {
 		return driver.Grant{}, false
 	}
-	return driver.Grant{Acquired: true, Fence: fence, Since: at.since(us), Window: time.Duration(px) * time.Millisecond}, true
-}
-
-// turn is when the waiter's last attempt was sent (local clock) and ran
-// (server clock, µs): it maps a hand-off's server time to a local time
-// that is never later than the hand-off itself.
-type turn struct {
-	sent time.Time
-	us   uint64
-}
-
-// since is the local start of a grant the server made at its time us: the
-// last attempt's send time plus the server time elapsed since that
-// attempt ran (the attempt ran after it was sent, so this is never after
-// the grant, clocks drifting aside), and never in the future.
-func (t turn) since(us uint64) time.Time {
-	s := t.sent
-	if us > t.us {
-		s = s.Add(time.Duration(us-t.us) * time.Microsecond)
-	}
-	if now := time.Now(); s.After(now) {
-		return now
-	}
-	return s
+	return driver.Grant{Acquired: true, Fence: fence, Since: at.Since(int64(us)), Window: time.Duration(px) * time.Millisecond}, true
 }
 
 // nextPoll is when to try again without a release message: when the
