@@ -63,6 +63,13 @@ func TestReleaseGrantsTheHead(t *testing.T) {
 	if r.g.Fence != uint64(fence) {
 		t.Errorf("w1's grant has fence %d, the row %d", r.g.Fence, fence)
 	}
+	if r.g.Window == 0 {
+		// The waiter's poll (every 250 ms) came before the notification,
+		// on a loaded machine: its attempt found the lock its own and took
+		// it for its TTL, as it should.
+		t.Logf("w1 took the lock by its own attempt before the notification came")
+		return
+	}
 	if r.g.Window != time.Second {
 		t.Errorf("w1's grant has Window %v, want 1s (provisional)", r.g.Window)
 	}
@@ -146,17 +153,17 @@ func TestHandOffNotToAWaiterThatGaveUp(t *testing.T) {
 // name releases it with the plain statement, which reserves the lock for
 // the head of the queue and wakes it: the waiter takes it with a
 // statement of its own, a grant for its whole TTL. Having seen waiters,
-// the Locker's next release of the name hands the lock over: the waiter's
-// grant is the provisional one (a Window of one second). A release with
-// nobody waiting is the cheapest statement: deciding a hand-off costs it
-// about a tenth more.
+// the Locker's next release of the name hands the lock over: as that
+// release returns, the row is already the waiter's. A release with nobody
+// waiting is the cheapest statement: deciding a hand-off costs it about a
+// tenth more.
 func TestReleaseHandsOverOnceContended(t *testing.T) {
 	d := newDB(t)
 	holder, waiter := d.locker(t, pglock.Config{}).Driver(), d.locker(t, pglock.Config{}).Driver()
 	req := func(tok string) driver.Request {
 		return driver.Request{Name: "handoff", Token: tok, Owner: tok, TTL: time.Minute}
 	}
-	for round, window := range []time.Duration{0, time.Second} {
+	for round := range 2 {
 		tok := fmt.Sprintf("holder-%d", round)
 		if g, err := holder.TryAcquire(ctx(t), req(tok)); err != nil || !g.Acquired {
 			t.Fatalf("round %d, holder: %+v %v", round, g, err)
@@ -175,12 +182,19 @@ func TestReleaseHandsOverOnceContended(t *testing.T) {
 		if err := holder.Release(ctx(t), "handoff", tok); err != nil {
 			t.Fatal(err)
 		}
+		var token *string
+		if err := d.admin.QueryRow(ctx(t), `SELECT token FROM dlock_leases WHERE name = 'handoff'`).Scan(&token); err != nil {
+			t.Fatal(err)
+		}
 		r := <-got
 		if r.err != nil || !r.g.Acquired {
 			t.Fatalf("round %d, waiter: %+v, %v", round, r.g, r.err)
 		}
-		if r.g.Window != window {
-			t.Errorf("round %d: the waiter's grant has Window %v, want %v", round, r.g.Window, window)
+		switch {
+		case round == 0 && r.g.Window != 0:
+			t.Errorf("the first release handed the lock over (the waiter's grant has Window %v): want it reserved, the waiter's own attempt taking it", r.g.Window)
+		case round == 1 && deref(token) != wtok:
+			t.Errorf("as the second release returned, the row was held by %s: want it handed to %s", deref(token), wtok)
 		}
 		if err := waiter.Release(ctx(t), "handoff", wtok); err != nil {
 			t.Fatal(err)
