@@ -209,12 +209,11 @@ func notHeld(token string, current *string) error {
 // and hands the lock to the head of the queue of waiters when the name
 // was contended lately (leaseReleaseHandOff), else reserves it for the
 // head and wakes it (leaseRelease); a release that finds waiters marks
-// the name contended. When token does not hold
-// the row, a second statement records it as released anyway (creating
-// the row if need be, and freeing what a still-running attempt of token
-// grants), so that an attempt the server runs after its caller gave up
-// grants nothing. Releasing a lease that expired but was not taken over
-// succeeds.
+// the name contended. When token does not hold the row, a second
+// statement records it as released anyway (creating the row if need be,
+// and freeing what a still-running attempt of token grants), so that an
+// attempt the server runs after its caller gave up grants nothing.
+// Releasing a lease that expired but was not taken over succeeds.
 func (d *leases) Release(ctx context.Context, name, token string) error {
 	stmt := d.release
 	if d.recent.Lately(name) {
@@ -264,16 +263,17 @@ const maxPoll = 250 * time.Millisecond
 // the queue alone, by its token, on its driver's wake channel (one waiter
 // woken, not the herd, and one listening connection: see wake.go). The
 // waiter retries when notified, when the holder's lease runs out (expiry
-// notifies nobody), or every maxPoll; it leaves the queue when it wins, or, when ctx ends, by
-// the Release the portable layer makes for the abandoned attempt.
-// Grant.Since is the sent time of the winning attempt, from which its
-// lease counts.
+// notifies nobody), or every maxPoll; it leaves the queue when it wins,
+// or, when ctx ends, by the Release the portable layer makes for the
+// abandoned attempt. Grant.Since is the sent time of the winning attempt,
+// from which its lease counts.
 //
 // Most grants under contention come with no attempt at all: a release
 // hands the lock to the head of the queue in its own statement (see
-// leaseReleaseHandOff), and the notification says so. That grant is provisional (Grant.Window) and
-// counts from the database time of the hand-off, mapped to this host's
-// clock through the waiter's last attempt (driver.Turn).
+// leaseReleaseHandOff), and the notification says so. That grant is
+// provisional (Grant.Window) and counts from the database time of the
+// hand-off, mapped to this host's clock through the waiter's last
+// attempt (driver.Turn).
 func (d *leases) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	woken, stop, err := d.listener.Watch(ctx, req.Token)
 	if err != nil {
