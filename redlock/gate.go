@@ -66,24 +66,11 @@ const hotFor = time.Second
 // contended reports whether name should be taken in gate mode: this driver
 // has waiters on it, or saw it refused within hotFor.
 func (h *hub) contended(name string) bool {
-	h.mu.Lock()
-	hot, ok := h.hot[name]
-	h.mu.Unlock()
-	if ok && time.Since(hot) < hotFor {
-		return true
-	}
-	return len(h.waiters(name)) > 0
+	return h.hot.Lately(name) || len(h.waiters(name)) > 0
 }
 
 // refused marks name as contended.
-func (h *hub) refused(name string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.hot) >= maxRemembered {
-		clear(h.hot)
-	}
-	h.hot[name] = time.Now()
-}
+func (h *hub) refused(name string) { h.hot.Saw(name) }
 
 // openGate records the gate's answer for the other workers. It runs after
 // that answer was sent to the decider, so that the decider always sees

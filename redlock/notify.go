@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlockdev/dlock/internal/recent"
 	"github.com/dlockdev/dlock/internal/rediscore"
 )
 
@@ -95,12 +96,13 @@ type hub struct {
 	muxes []*rediscore.Mux // by node
 
 	mu   sync.Mutex
-	last map[string]release   // channel -> the last release heard of
-	hot  map[string]time.Time // name -> when an attempt was last refused
+	last map[string]release // channel -> the last release heard of
+
+	hot *recent.Names // the names an attempt was refused on lately
 }
 
 func newHub(d *redlock) *hub {
-	h := &hub{d: d, last: map[string]release{}, hot: map[string]time.Time{}}
+	h := &hub{d: d, last: map[string]release{}, hot: recent.New(hotFor, maxRemembered)}
 	for _, n := range d.nodes {
 		h.muxes = append(h.muxes, rediscore.NewMux(n.client, h.fresh))
 	}

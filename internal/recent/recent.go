@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// Names is a set of names, each remembered for For after it was last
-// seen. At most Most are kept: all are forgotten when that is reached.
+// Names is a set of names, each remembered for the time given to New
+// after it was last seen. At most the number given to New are kept: all
+// are forgotten when that is reached.
 // The zero value is not usable; use New.
 type Names struct {
 	forTime time.Duration
