@@ -9,8 +9,10 @@
 //     (testcert). Only tests import it.
 //   - the rest is plumbing below the drivers, which the library, the
 //     drivers and the command share: the Redis drivers' common scripts,
-//     key layout and pub/sub (rediscore), spelling suggestions for bad
-//     input (suggest), a probe for the protocol a port speaks
+//     key layout and pub/sub (rediscore), the sending together of calls
+//     many goroutines make at once (coalesce), the names a driver saw
+//     contended lately (recent), spelling suggestions for bad input
+//     (suggest), a probe for the protocol a port speaks
 //     (wireprobe), the benchmark workloads that dlock bench and the
 //     drivers' go test benchmarks both run (benchwork), and the writer of
 //     the generated blocks in docs/ (docblock).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock/driver"
+	"github.com/dlockdev/dlock/internal/coalesce"
 	"github.com/dlockdev/dlock/internal/recent"
 	"github.com/jackc/pgx/v5"
 )
@@ -39,6 +40,12 @@ type leases struct {
 	tombstone                                 string
 	refreshBatch, releaseBatch, list, inspect string
 	forceRelease, sweep, tokens               string
+	acquireManySQL, releaseManySQL            string
+
+	// tries and releases coalesce the calls of d's goroutines
+	// (lease_coalesce.go).
+	tries    *coalesce.Batcher[*tryCall]
+	releases *coalesce.Batcher[*releaseCall]
 
 	// recent are the names this driver saw contended lately: its waits
 	// queued on them, or its releases found waiters. Their releases hand
@@ -65,7 +72,8 @@ func newLeases(b base) *leases {
 	d.releaseHandOff = d.sql(leaseReleaseHandOff)
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
 	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
-	d.tokens = d.sql(leaseTokens)
+	d.tokens, d.acquireManySQL, d.releaseManySQL = d.sql(leaseTokens), d.sql(leaseAcquireMany), d.sql(leaseReleaseMany)
+	d.newBatchers()
 	return d
 }
 
@@ -87,7 +95,7 @@ const maxRounds = 3
 // freed in between is attempted again.
 func (d *leases) TryAcquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	for range maxRounds {
-		g, won, err := d.grant(ctx, req, d.acquire)
+		g, won, err := d.try(ctx, req)
 		if err != nil || won {
 			return g, err
 		}
@@ -213,12 +221,23 @@ func notHeld(token string, current *string) error {
 // statement records it as released anyway (creating the row if need be,
 // and freeing what a still-running attempt of token grants), so that an
 // attempt the server runs after its caller gave up grants nothing.
-// Releasing a lease that expired but was not taken over succeeds.
+// Releasing a lease that expired but was not taken over succeeds. The
+// plain releases of several goroutines at the same moment share one
+// statement (lease_coalesce.go).
 func (d *leases) Release(ctx context.Context, name, token string) error {
-	stmt := d.release
 	if d.recent.Lately(name) {
-		stmt = d.releaseHandOff
+		return d.releaseBy(ctx, d.releaseHandOff, name, token)
 	}
+	c := &releaseCall{ctx: ctx, name: name, token: token}
+	if !d.releases.Do(ctx, c) {
+		return d.classify(ctx.Err())
+	}
+	return c.err
+}
+
+// releaseBy releases token's lease on name with stmt (leaseRelease or
+// leaseReleaseHandOff), alone.
+func (d *leases) releaseBy(ctx context.Context, stmt, name, token string) error {
 	var next, notified *string
 	err := d.pool.QueryRow(ctx, stmt, name, token, d.channel).Scan(&next, &notified)
 	if err == nil {
@@ -231,6 +250,12 @@ func (d *leases) Release(ctx context.Context, name, token string) error {
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return d.classify(err)
 	}
+	return d.notReleased(ctx, name, token)
+}
+
+// notReleased records token as released on name, whose row it did not
+// hold, and says why it did not.
+func (d *leases) notReleased(ctx context.Context, name, token string) error {
 	var current, woken *string
 	if err := d.pool.QueryRow(ctx, d.tombstone, name, token, d.channel).Scan(&current, &woken); err != nil {
 		return d.classify(err)

@@ -353,3 +353,41 @@ WITH h AS (
 SELECT coalesce((SELECT h.token IS NOT NULL AND h.expires_at > clock_timestamp() FROM h), false),
 	coalesce((SELECT owner FROM h), ''), coalesce((SELECT fence FROM h), 0),
 	coalesce((SELECT ` + microsLeft + ` FROM h), -1), (SELECT fence FROM f), (SELECT count(*) FROM n)`
+
+// coalescedMark starts the statements that carry the calls one driver's
+// goroutines make at the same moment (lease_coalesce.go). They hold a few
+// items, so they are prepared once and may run on Postgres's generic
+// plan, unlike the batches of up to 1,000 of RefreshBatch and
+// ReleaseBatch, which are planned for each call.
+const coalescedMark = "-- coalesced calls\n"
+
+// leaseAcquireMany is leaseAcquire for several names at once, each name
+// once, in the order given (sorted, so that two such statements lock
+// their rows in the same order): every item is decided as leaseAcquire
+// decides it alone (grantableExcluded is grantable of the item's own
+// token). It returns the name and fence of each item it granted.
+const leaseAcquireMany = coalescedMark + `INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
+SELECT q.name, q.token, q.owner, nextval({{seqname}}), clock_timestamp() + q.micros * interval '1 microsecond'
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS q(name, token, owner, micros)
+ON CONFLICT (name) DO UPDATE SET token = excluded.token, owner = excluded.owner,
+	fence = CASE WHEN l.token = excluded.token THEN l.fence ELSE excluded.fence END,
+	expires_at = excluded.expires_at, reserved = NULL
+WHERE ` + grantableExcluded + `
+RETURNING l.name, l.fence`
+
+// grantableExcluded is grantable for the token of the item an INSERT
+// proposes (excluded.token) instead of $2.
+const grantableExcluded = `(l.token IS NULL OR l.token = excluded.token OR l.expires_at <= statement_timestamp()) AND NOT (excluded.token = ANY (l.dead))`
+
+// leaseReleaseMany is leaseRelease for several leases at once, each name
+// once, in the order given: a row is freed as leaseRelease frees it, its
+// head waiter notified on its channel ($3: the table's, for an element
+// queued by an earlier version). It returns the name of each lease it
+// freed and, when waiters queue, the notification's channel; the others
+// were not held by their token (Release's tombstone path).
+const leaseReleaseMany = coalescedMark + `UPDATE {{table}} l SET token = NULL, owner = '', expires_at = clock_timestamp(),
+	dead = (l.dead || q.token)[greatest(1, cardinality(l.dead) - 6):], waiters = ` + rotate + `,
+	reserved = CASE WHEN cardinality(l.waiters) > 0 THEN l.waiters[1] END
+FROM unnest($1::text[], $2::text[]) AS q(name, token)
+WHERE l.name = q.name AND l.token = q.token
+RETURNING l.name, CASE WHEN l.reserved IS NOT NULL THEN ` + notifyHead + `::text END`

@@ -1,8 +1,4 @@
 package rediscore
 
 // Queued is how many calls wait in k's queue.
-func Queued(k *Coalescer) int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.queue)
-}
+func Queued(k *Coalescer) int { return k.calls.Waiting() }
