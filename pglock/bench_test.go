@@ -33,19 +33,8 @@ func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDat
 // benchPool opens a warmed pool of benchPoolConns connections whose
 // statements are counted.
 func benchPool(b *testing.B, d *db) (*pgxpool.Pool, *counter) {
-	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("%s&pool_max_conns=%d", d.url, benchPoolConns))
-	if err != nil {
-		b.Fatal(err)
-	}
 	c := &counter{}
-	cfg.ConnConfig.Tracer = c
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	warm(b, pool, benchPoolConns)
-	return pool, c
+	return tracedPool(b, fmt.Sprintf("%s&pool_max_conns=%d", d.url, benchPoolConns), c, benchPoolConns), c
 }
 
 // pair is a dlock mode and its hand-written baseline, each on its own

@@ -13,7 +13,6 @@ import (
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/pglock"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // coalescedTracer counts the statements that carry coalesced calls, and
@@ -40,18 +39,8 @@ func (c *coalescedTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.
 // statements are counted.
 func coalescedDriver(t *testing.T, d *db) (driver.Driver, *coalescedTracer) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(d.url + "&pool_max_conns=20")
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr := &coalescedTracer{}
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	warm(t, pool, 10)
+	pool := tracedPool(t, d.url+"&pool_max_conns=20", tr, 10)
 	drv, err := pglock.Config{}.Driver(pool)
 	if err != nil {
 		t.Fatal(err)

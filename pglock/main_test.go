@@ -10,6 +10,7 @@ import (
 	"github.com/dlockdev/dlock/dlocktest"
 	"github.com/dlockdev/dlock/internal/testing/testserver"
 	"github.com/dlockdev/dlock/pglock"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -53,6 +54,24 @@ func newPool(t testing.TB, url string) *pgxpool.Pool {
 		t.Fatalf("pgxpool.New: %v", err)
 	}
 	t.Cleanup(pool.Close)
+	return pool
+}
+
+// tracedPool opens a pool on url whose statements tr sees, with n
+// connections warmed.
+func tracedPool(t testing.TB, url string, tr pgx.QueryTracer, n int) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	warm(t, pool, n)
 	return pool
 }
 
