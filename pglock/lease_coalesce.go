@@ -15,9 +15,9 @@ import (
 // busy go in the next, together (internal/coalesce). With two, four
 // goroutines trying at once lost to one statement a call (two pairs
 // instead of four statements in parallel: 0.56–0.64× the hand-written
-// lease against 0.70–0.71× before coalescing); with three, none of 2, 4,
+// lease against 0.70–0.73× before coalescing); with three, none of 2, 4,
 // 16 and 64 goroutines is slower than before, and 16 and 64 are faster
-// (0.81× and 1.56–1.60× against 0.67–0.68× and 0.72×). One, or two,
+// (0.81–0.82× and 1.56–1.60× against 0.67–0.70× and 0.72×). One, or two,
 // would do better at 16 goroutines, at the cost of the few.
 const coalesceSends = 3
 
