@@ -203,8 +203,15 @@ func TestComparePostgres(t *testing.T) {
 			if blocking := hasCandidate(cs[1], "blocking pg_advisory_lock"); blocking != (mode == "advisory") {
 				t.Errorf("%s contended: blocking pg_advisory_lock measured: %v", mode, blocking)
 			}
-			if got := roundTrips(t, cs[0].Dlock); got < 2 {
-				t.Errorf("%s dlock: %v round trips a cycle, want at least 2", mode, got)
+			// In advisory mode every call is a statement of its own; in
+			// lease mode the tries and releases that a Locker's goroutines
+			// make at the same moment share one, so a cycle may cost less
+			// than two round trips: counted, it is never none.
+			switch got := roundTrips(t, cs[0].Dlock); {
+			case mode == "advisory" && got < 2:
+				t.Errorf("advisory dlock: %v round trips a cycle, want at least 2", got)
+			case got <= 0:
+				t.Errorf("lease dlock: %v round trips a cycle, want some", got)
 			}
 		})
 	}
