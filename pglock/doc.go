@@ -21,9 +21,9 @@
 // tokens). One statement grants the lock if the name is free
 // or its lease has expired by the database clock, or else returns the
 // holder under the row lock: a loser always learns who holds the lock.
-// Refresh and release are one token-checked statement each. The tries
-// and plain releases that several goroutines of one Locker make at the
-// same moment share one statement, each item decided as alone (see
+// Refresh and release are one token-checked statement each. The tries,
+// waiters' attempts and plain releases that several goroutines of one
+// Locker make at the same moment share one statement, each item decided as alone (see
 // docs/postgres.md, "Calls of many goroutines share a statement"). Waiters
 // queue in the row (driver.Queuer), in arrival order, and a release with
 // waiters, of a name its Locker saw contended in the last 10 seconds,

@@ -29,11 +29,12 @@ func WakeChannel(drv driver.Driver) string { return drv.(*leases).wake }
 // lock over.
 func SawContended(drv driver.Driver, name string) { drv.(*leases).recent.Saw(name) }
 
-// CoalescedWaiting is how many of a lease-mode driver's tries and
-// releases wait to be sent together, behind the statements in flight.
+// CoalescedWaiting is how many of a lease-mode driver's tries, waiters'
+// attempts and releases wait to be sent together, behind the statements
+// in flight.
 func CoalescedWaiting(drv driver.Driver) int {
 	d := drv.(*leases)
-	return d.tries.Waiting() + d.releases.Waiting()
+	return d.tries.Waiting() + d.turns.Waiting() + d.releases.Waiting()
 }
 
 // CoalesceSends is how many coalesced statements of each kind a driver

@@ -41,10 +41,12 @@ type leases struct {
 	refreshBatch, releaseBatch, list, inspect string
 	forceRelease, sweep, tokens               string
 	acquireManySQL, releaseManySQL            string
+	acquireInTurnManySQL                      string
 
 	// tries and releases coalesce the calls of d's goroutines
 	// (lease_coalesce.go).
 	tries    *coalesce.Batcher[*tryCall]
+	turns    *coalesce.Batcher[*turnCall]
 	releases *coalesce.Batcher[*releaseCall]
 
 	// recent are the names this driver saw contended lately: its waits
@@ -73,6 +75,7 @@ func newLeases(b base) *leases {
 	d.refreshBatch, d.list, d.inspect = d.sql(leaseRefreshBatch), d.sql(leaseList), d.sql(leaseInspect)
 	d.forceRelease, d.sweep, d.releaseBatch = d.sql(leaseForceRelease), d.sql(leaseSweep), d.sql(leaseReleaseBatch)
 	d.tokens, d.acquireManySQL, d.releaseManySQL = d.sql(leaseTokens), d.sql(leaseAcquireMany), d.sql(leaseReleaseMany)
+	d.acquireInTurnManySQL = d.sql(leaseAcquireInTurnMany)
 	d.newBatchers()
 	return d
 }
@@ -152,33 +155,25 @@ func (d *leases) holderOf(ctx context.Context, req driver.Request) (driver.Holde
 // When the attempt returned a row, at becomes its sent time and the
 // database time it ran at.
 func (d *leases) attemptInTurn(ctx context.Context, req driver.Request, elem string, at *driver.Turn) (g driver.Grant, h driver.Holder, queued bool, reserved time.Duration, err error) {
-	var (
-		won                                bool
-		owner                              string
-		fence, micros, reservedMicros, ran int64
-	)
-	sent := time.Now()
-	defer func() {
-		if err == nil && (won || queued) {
-			*at = driver.Turn{Sent: sent, Ran: ran}
-			d.clock.sample(sent, ran)
-		}
-	}()
-	err = d.pool.QueryRow(ctx, d.acquireInTurn, req.Name, req.Token, req.Owner, req.TTL.Microseconds(), elem).
-		Scan(&won, &fence, &owner, &micros, &reservedMicros, &ran)
+	c := &turnCall{ctx: ctx, req: req, elem: elem}
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case !d.turns.Do(ctx, c):
+		return driver.Grant{}, driver.Holder{}, false, -1, d.classify(ctx.Err())
+	case c.err != nil:
+		return driver.Grant{}, driver.Holder{}, false, -1, d.classify(c.err)
+	case !c.answered:
 		return driver.Grant{}, driver.Holder{}, false, -1, nil
-	case err != nil:
-		return driver.Grant{}, driver.Holder{}, false, -1, d.classify(err)
-	case won:
-		return driver.Grant{Acquired: true, Fence: uint64(fence)}, driver.Holder{}, false, -1, nil
+	}
+	*at = driver.Turn{Sent: c.sent, Ran: c.ran}
+	d.clock.sample(c.sent, c.ran)
+	if c.won {
+		return driver.Grant{Acquired: true, Fence: uint64(c.fence)}, driver.Holder{}, false, -1, nil
 	}
 	reserved = -1
-	if reservedMicros >= 0 {
-		reserved = time.Duration(reservedMicros) * time.Microsecond
+	if c.reserved >= 0 {
+		reserved = time.Duration(c.reserved) * time.Microsecond
 	}
-	return driver.Grant{}, holder(req.Name, owner, fence, micros), true, reserved, nil
+	return driver.Grant{}, holder(req.Name, c.owner, c.fence, c.micros), true, reserved, nil
 }
 
 func holder(name, owner string, fence, micros int64) driver.Holder {

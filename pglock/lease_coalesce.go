@@ -3,16 +3,20 @@ package pglock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
+	"time"
 
 	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/coalesce"
+	"github.com/jackc/pgx/v5"
 )
 
 // coalesceSends is how many statements of coalesced tries, and as many of
-// coalesced releases, a lease-mode driver keeps in flight: a call that
-// finds one free is sent alone at once, and the calls made while all are
-// busy go in the next, together (internal/coalesce). With two, four
+// coalesced waiters' attempts and of releases, a lease-mode driver keeps
+// in flight: a call that finds one free is sent alone at once, and the
+// calls made while all are busy go in the next, together
+// (internal/coalesce). With two, four
 // goroutines trying at once lost to one statement a call (two pairs
 // instead of four statements in parallel: 0.56–0.64× the hand-written
 // lease against 0.70–0.73× before coalescing); with three, none of 2, 4,
@@ -21,19 +25,21 @@ import (
 // would do better at 16 goroutines, at the cost of the few.
 const coalesceSends = 3
 
-// A try (TryAcquire's grant statement) or a release of a name nobody
-// contended lately, made by several goroutines of one driver at the same
-// moment, is one statement for them all (leaseAcquireMany,
+// A try (TryAcquire's grant statement), a waiter's attempt (AcquireWait's
+// grant-or-queue statement) or a release of a name nobody contended
+// lately, made by several goroutines of one driver at the same moment, is
+// one statement for them all (leaseAcquireMany, leaseAcquireInTurnMany,
 // leaseReleaseMany): Postgres runs one statement of eight items in a
 // fraction of the time of eight statements. Each item is decided as its
 // own statement would decide it, and what only some items need (the
-// holder's look-up after a refused try, the tombstone of a release whose
-// token did not hold the row) is the same statement as for a call alone.
-// A statement that fails (a deadlock between two of them, a lost
-// connection) fails none of its calls: each is then sent alone. A name
-// twice in one batch is sent alone after it, as a statement may change a
-// row once only. The hand-off paths (AcquireWait, and the release of a
-// name seen contended) are one statement a call, as before.
+// holder's look-up after a refused try or an attempt that neither won nor
+// queued, the tombstone of a release whose token did not hold the row) is
+// the same statement as for a call alone. A statement that fails (a
+// deadlock between two of them, a lost connection) fails none of its
+// calls: each is then sent alone. A name twice in one batch is sent alone
+// after it, as a statement may change a row once only. The release of a
+// name seen contended, which hands the lock over, is one statement a
+// call.
 
 // tryCall is one TryAcquire's grant statement.
 type tryCall struct {
@@ -42,6 +48,23 @@ type tryCall struct {
 	g   driver.Grant
 	won bool
 	err error
+}
+
+// turnCall is one waiter's attempt (leaseAcquireInTurn) and its answer.
+type turnCall struct {
+	ctx  context.Context
+	req  driver.Request
+	elem string
+	sent time.Time // when its statement was sent
+
+	answered bool // the statement returned a row for it
+	won      bool
+	owner    string
+	fence    int64
+	micros   int64 // the holder's time left, -1 when free
+	reserved int64 // the reservation's time left, -1 when none
+	ran      int64 // the database clock, µs
+	err      error
 }
 
 // releaseCall is one Release by the plain statement (leaseRelease).
@@ -54,6 +77,7 @@ type releaseCall struct {
 // newBatchers sets up the coalescing of d's tries and releases.
 func (d *leases) newBatchers() {
 	d.tries = coalesce.New(coalesceSends, d.tryOne, d.tryMany)
+	d.turns = coalesce.New(coalesceSends, d.turnOne, d.turnMany)
 	d.releases = coalesce.New(coalesceSends, d.releaseOne, d.releaseMany)
 }
 
@@ -111,6 +135,62 @@ func (d *leases) tryMany(ctx context.Context, calls []*tryCall) {
 	}
 	for _, c := range append(batch, again...) {
 		d.tryOne(c.ctx, c)
+	}
+}
+
+// turnOne runs a waiter's attempt alone (leaseAcquireInTurn).
+func (d *leases) turnOne(ctx context.Context, c *turnCall) {
+	c.sent = time.Now()
+	err := d.pool.QueryRow(ctx, d.acquireInTurn, c.req.Name, c.req.Token, c.req.Owner, c.req.TTL.Microseconds(), c.elem).
+		Scan(&c.won, &c.fence, &c.owner, &c.micros, &c.reserved, &c.ran)
+	c.answered = err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		c.err = err
+	}
+}
+
+// turnMany decides waiters' attempts in one statement
+// (leaseAcquireInTurnMany).
+func (d *leases) turnMany(ctx context.Context, calls []*turnCall) {
+	batch, again := distinct(calls, func(c *turnCall) string { return c.req.Name })
+	if len(batch) > 1 {
+		names := make([]string, len(batch))
+		tokens := make([]string, len(batch))
+		owners := make([]string, len(batch))
+		micros := make([]int64, len(batch))
+		elems := make([]string, len(batch))
+		for i, c := range batch {
+			names[i], tokens[i], owners[i], micros[i], elems[i] = c.req.Name, c.req.Token, c.req.Owner, c.req.TTL.Microseconds(), c.elem
+		}
+		answers := make(map[string]turnCall, len(batch))
+		var name string
+		sent := time.Now()
+		rows, err := d.pool.Query(ctx, d.acquireInTurnManySQL, names, tokens, owners, micros, elems)
+		if err == nil {
+			for rows.Next() {
+				var a turnCall
+				if err = rows.Scan(&name, &a.won, &a.fence, &a.owner, &a.micros, &a.reserved, &a.ran); err != nil {
+					break
+				}
+				answers[name] = a
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		if err == nil {
+			for _, c := range batch {
+				c.sent = sent
+				if a, ok := answers[c.req.Name]; ok {
+					c.answered, c.won, c.fence, c.owner, c.micros, c.reserved, c.ran = true, a.won, a.fence, a.owner, a.micros, a.reserved, a.ran
+				}
+			}
+			batch = nil
+		}
+	}
+	for _, c := range append(batch, again...) {
+		d.turnOne(c.ctx, c)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,22 +17,51 @@ import (
 )
 
 // coalescedTracer counts the statements that carry coalesced calls, and
-// those of them that failed.
-type coalescedTracer struct{ sent, failed atomic.Int64 }
+// those of them that failed, and keeps the names each carried and the
+// rows each returned.
+type coalescedTracer struct {
+	sent, failed atomic.Int64
+	mu           sync.Mutex
+	names        [][]string
+	rows         map[int]int64 // by statement number
+}
+
+// carried is the names of each coalesced statement sent since the
+// (sent-counted) statement number from.
+func (c *coalescedTracer) carried(from int64) [][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.names[from:])
+}
 
 type coalescedKey struct{}
 
 func (c *coalescedTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if strings.HasPrefix(d.SQL, "-- coalesced") {
+		c.mu.Lock()
+		names, _ := d.Args[0].([]string)
+		c.names = append(c.names, names)
+		n := len(c.names) - 1
 		c.sent.Add(1)
-		return context.WithValue(ctx, coalescedKey{}, true)
+		c.mu.Unlock()
+		return context.WithValue(ctx, coalescedKey{}, n)
 	}
 	return ctx
 }
 
 func (c *coalescedTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
-	if ctx.Value(coalescedKey{}) != nil && d.Err != nil {
+	n, ok := ctx.Value(coalescedKey{}).(int)
+	switch {
+	case !ok:
+	case d.Err != nil:
 		c.failed.Add(1)
+	default:
+		c.mu.Lock()
+		if c.rows == nil {
+			c.rows = map[int]int64{}
+		}
+		c.rows[n] = d.CommandTag.RowsAffected()
+		c.mu.Unlock()
 	}
 }
 
@@ -255,44 +285,161 @@ func TestCoalescedReleasesDecideEachAlone(t *testing.T) {
 	}
 }
 
-// TestCoalescedStatementFailureFailsOneCall: when the statement that
-// carries several tries fails (here a trigger rejects one of its names),
-// the tries are sent again one by one: the others are granted, and only
-// the try on the rejected name fails.
-func TestCoalescedStatementFailureFailsOneCall(t *testing.T) {
+// TestCoalescedWaitsDecideEachAlone: waiters' attempts made at the same
+// moment go in one statement, and each is answered as it would be alone:
+// a free name (no row yet), an expired lease and a released one are
+// granted, the expired one with a higher fence; a waiter on a live lease
+// of another token joins that row's queue, behind the one queued before
+// it; a released token is refused as released; and of two waiters on one
+// name, exactly one is granted and the other queues.
+func TestCoalescedWaitsDecideEachAlone(t *testing.T) {
 	d := newDB(t)
 	drv, tr := coalescedDriver(t, d)
+	q := drv.(driver.Queuer)
 	c := ctx(t)
+	take := func(name, token string, ttl time.Duration) driver.Grant {
+		g, err := drv.TryAcquire(c, driver.Request{Name: name, Token: token, Owner: "other", TTL: ttl})
+		if err != nil || !g.Acquired {
+			t.Fatalf("TryAcquire %s = %+v, %v", name, g, err)
+		}
+		return g
+	}
+	take("held", "other", time.Minute)
+	d.exec(t, `UPDATE dlock_leases SET waiters = '{first@elsewhere}' WHERE name = 'held'`)
+	old := take("expired", "gone", time.Millisecond)
+	take("released", "r", time.Minute)
+	take("dead", "dead-token", time.Minute)
+	for _, r := range [][2]string{{"released", "r"}, {"dead", "dead-token"}} {
+		if err := drv.Release(c, r[0], r[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond) // "expired" runs out
 	block := blockers(t, drv)
-	d.exec(t, `CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS
-		$$ BEGIN RAISE EXCEPTION 'poison is refused here'; END $$`)
-	d.exec(t, `CREATE TRIGGER reject_poison BEFORE INSERT OR UPDATE ON dlock_leases
-		FOR EACH ROW WHEN (NEW.name = 'poison') EXECUTE FUNCTION reject_poison()`)
-	names := []string{"fine/1", "poison", "fine/2"}
-	got := make([]error, len(names))
-	granted := make([]bool, len(names))
+
+	type outcome struct {
+		g   driver.Grant
+		err error
+	}
+	reqs := []driver.Request{
+		{Name: "free", Token: "t-free", Owner: "me", TTL: time.Minute},
+		{Name: "expired", Token: "t-expired", Owner: "me", TTL: time.Minute},
+		{Name: "released", Token: "t-released", Owner: "me", TTL: time.Minute},
+		{Name: "held", Token: "t-held", Owner: "me", TTL: time.Minute},
+		{Name: "dead", Token: "dead-token", Owner: "me", TTL: time.Minute},
+		{Name: "dup", Token: "t-dup-1", Owner: "dup 1", TTL: time.Minute},
+		{Name: "dup", Token: "t-dup-2", Owner: "dup 2", TTL: time.Minute},
+	}
+	got := make([]outcome, len(reqs))
 	var queued []func()
-	for i, name := range names {
+	for i, req := range reqs {
 		queued = append(queued, func() {
-			g, err := drv.TryAcquire(c, driver.Request{Name: name, Token: "t-" + name, TTL: time.Minute})
-			got[i], granted[i] = err, g.Acquired
+			// A waiter that queues waits until its context ends.
+			wc, cancel := context.WithTimeout(c, 2*time.Second)
+			defer cancel()
+			g, err := q.AcquireWait(wc, req)
+			got[i] = outcome{g, err}
 		})
 	}
-	failed := tr.failed.Load()
+	sent, failed := tr.sent.Load(), tr.failed.Load()
 	together(t, d, drv, block, func(name string) {
-		if _, err := drv.TryAcquire(c, driver.Request{Name: name, Token: "t-" + name, TTL: time.Minute}); err != nil {
+		if _, err := q.AcquireWait(c, driver.Request{Name: name, Token: "t-" + name, Owner: "me", TTL: time.Minute}); err != nil {
 			t.Error(err)
 		}
 	}, queued)
-	if n := tr.failed.Load() - failed; n != 1 {
-		t.Fatalf("%d coalesced statements failed, want the one that carried poison", n)
+	want := []string{"dead", "dup", "expired", "free", "held", "released"}
+	if carried := tr.carried(sent); len(carried) == 0 || !slices.Equal(carried[0], want) {
+		t.Fatalf("the coalesced statements carried %q; want the first to carry %q", carried, want)
 	}
-	for i, name := range names {
-		switch {
-		case name == "poison" && (got[i] == nil || !strings.Contains(got[i].Error(), "poison is refused here")):
-			t.Errorf("try on poison: %v, want the trigger's error", got[i])
-		case name != "poison" && (got[i] != nil || !granted[i]):
-			t.Errorf("try on %s, sent with poison: granted %v, %v; want granted", name, granted[i], got[i])
+	// Five answers: three grants, the queued waiter, and one of dup's two
+	// (the other is sent alone after).
+	if n := tr.failed.Load() - failed; n != 0 {
+		t.Fatalf("%d coalesced statements failed", n)
+	}
+	tr.mu.Lock()
+	rows := tr.rows[int(sent)]
+	tr.mu.Unlock()
+	if rows != 5 {
+		t.Errorf("the coalesced statement answered %d items, want 5 (the released token none)", rows)
+	}
+	for i := range 3 {
+		if o := got[i]; o.err != nil || !o.g.Acquired {
+			t.Errorf("wait on %s: %+v, %v; want granted", reqs[i].Name, o.g, o.err)
 		}
+	}
+	if o := got[1]; o.g.Fence <= old.Fence {
+		t.Errorf("the expired lease was granted with fence %d, not above the expired one's %d", o.g.Fence, old.Fence)
+	}
+	if o := got[3]; !errors.Is(o.err, context.DeadlineExceeded) || o.g.Holder.Owner != "other" {
+		t.Errorf("wait on a held lock: %+v, %v; want to wait, behind owner %q", o.g, o.err, "other")
+	}
+	if o := got[4]; o.err == nil || errors.Is(o.err, context.DeadlineExceeded) || o.g.Acquired {
+		t.Errorf("a wait with a released token: %+v, %v; want refused at once", o.g, o.err)
+	}
+	a, b := got[5], got[6]
+	if a.g.Acquired == b.g.Acquired || (a.err == nil) == (b.err == nil) {
+		t.Errorf("two waits on one name: %+v, %v and %+v, %v; want one granted, the other waiting", a.g, a.err, b.g, b.err)
+	}
+	for name, want := range map[string]string{"held": "first@elsewhere,t-held@", "dup": "t-dup-"} {
+		var waiters string
+		if err := d.admin.QueryRow(c, `SELECT array_to_string(waiters, ',') FROM dlock_leases WHERE name = $1`, name).Scan(&waiters); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(waiters, want) {
+			t.Errorf("the queue of %s is %s, want it to start %s...", name, waiters, want)
+		}
+	}
+}
+
+// TestCoalescedStatementFailureFailsOneCall: when the statement that
+// carries several tries, or several waiters' attempts, fails (here a
+// trigger rejects one of its names), the calls are sent again one by one:
+// the others are granted, and only the call on the rejected name fails.
+func TestCoalescedStatementFailureFailsOneCall(t *testing.T) {
+	for _, kind := range []string{"try", "wait"} {
+		t.Run(kind, func(t *testing.T) {
+			d := newDB(t)
+			drv, tr := coalescedDriver(t, d)
+			c := ctx(t)
+			call := func(name string) (driver.Grant, error) {
+				req := driver.Request{Name: name, Token: "t-" + name, TTL: time.Minute}
+				if kind == "wait" {
+					return drv.(driver.Queuer).AcquireWait(c, req)
+				}
+				return drv.TryAcquire(c, req)
+			}
+			block := blockers(t, drv)
+			d.exec(t, `CREATE FUNCTION reject_poison() RETURNS trigger LANGUAGE plpgsql AS
+				$$ BEGIN RAISE EXCEPTION 'poison is refused here'; END $$`)
+			d.exec(t, `CREATE TRIGGER reject_poison BEFORE INSERT OR UPDATE ON dlock_leases
+				FOR EACH ROW WHEN (NEW.name = 'poison') EXECUTE FUNCTION reject_poison()`)
+			names := []string{"fine/1", "poison", "fine/2"}
+			got := make([]error, len(names))
+			granted := make([]bool, len(names))
+			var queued []func()
+			for i, name := range names {
+				queued = append(queued, func() {
+					g, err := call(name)
+					got[i], granted[i] = err, g.Acquired
+				})
+			}
+			failed := tr.failed.Load()
+			together(t, d, drv, block, func(name string) {
+				if _, err := call(name); err != nil {
+					t.Error(err)
+				}
+			}, queued)
+			if n := tr.failed.Load() - failed; n != 1 {
+				t.Fatalf("%d coalesced statements failed, want the one that carried poison", n)
+			}
+			for i, name := range names {
+				switch {
+				case name == "poison" && (got[i] == nil || !strings.Contains(got[i].Error(), "poison is refused here")):
+					t.Errorf("%s on poison: %v, want the trigger's error", kind, got[i])
+				case name != "poison" && (got[i] != nil || !granted[i]):
+					t.Errorf("%s on %s, sent with poison: granted %v, %v; want granted", kind, name, granted[i], got[i])
+				}
+			}
+		})
 	}
 }

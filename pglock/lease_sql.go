@@ -4,6 +4,8 @@ package pglock
 // fence sequence. Durations travel as microseconds; expiry is by the
 // database clock.
 
+import "strings"
+
 // leaseDDL creates the lease table, the fence sequence and the run
 // ledger's tables, and upgrades a table of an earlier version: the sequence starts above every fence in
 // the table, so no fence ever goes backwards across the upgrade.
@@ -82,16 +84,30 @@ RETURNING l.fence`
 const leaseAcquireInTurn = `
 INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
 VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
-ON CONFLICT (name) DO UPDATE SET
+ON CONFLICT (name) DO UPDATE SET` + inTurnSet + `
+WHERE ` + inTurnWhere + `
+RETURNING coalesce(l.token = $2, false), ` + inTurnAnswer
+
+// inTurnSet is what leaseAcquireInTurn changes in a row it grants (the
+// waiter's token, owner, a fence and expiry of excluded, the proposed row;
+// out of the queue) or queues $2 in (its element $5 at the tail).
+const inTurnSet = `
 	token = CASE WHEN ` + grantInTurn + ` THEN excluded.token ELSE l.token END,
 	owner = CASE WHEN ` + grantInTurn + ` THEN excluded.owner ELSE l.owner END,
 	fence = CASE WHEN ` + grantInTurn + ` AND l.token IS DISTINCT FROM $2 THEN excluded.fence ELSE l.fence END,
 	expires_at = CASE WHEN ` + grantInTurn + ` THEN excluded.expires_at ELSE l.expires_at END,
 	waiters = CASE WHEN ` + grantInTurn + ` THEN array_remove(array_remove(l.waiters, $5::text), $2)
 		WHEN $5 = ANY (l.waiters) OR $2 = ANY (l.waiters) OR cardinality(l.waiters) >= 64 THEN l.waiters ELSE l.waiters || $5::text END,
-	reserved = CASE WHEN ` + grantInTurn + ` THEN NULL ELSE l.reserved END
-WHERE ` + grantInTurn + ` OR ` + queueable + `
-RETURNING coalesce(l.token = $2, false), l.fence, l.owner,
+	reserved = CASE WHEN ` + grantInTurn + ` THEN NULL ELSE l.reserved END`
+
+// inTurnWhere is when leaseAcquireInTurn changes a row: to grant it or to
+// queue.
+const inTurnWhere = grantInTurn + ` OR ` + queueable
+
+// inTurnAnswer is the rest of leaseAcquireInTurn's answer, after whether
+// $2 holds the row: its fence, owner, time left, the reservation's time
+// left, and the database clock.
+const inTurnAnswer = `l.fence, l.owner,
 	coalesce((extract(epoch FROM l.expires_at - clock_timestamp()) * 1e6)::bigint, -1),
 	CASE WHEN l.token IS NULL THEN greatest(0, (extract(epoch FROM l.expires_at + ` + reservation + ` - clock_timestamp()) * 1e6)::bigint) ELSE -1 END,
 	` + serverMicros
@@ -391,3 +407,39 @@ const leaseReleaseMany = coalescedMark + `UPDATE {{table}} l SET token = NULL, o
 FROM unnest($1::text[], $2::text[]) AS q(name, token)
 WHERE l.name = q.name AND l.token = q.token
 RETURNING l.name, CASE WHEN l.reserved IS NOT NULL THEN ` + notifyHead + `::text END`
+
+// leaseAcquireInTurnMany is leaseAcquireInTurn for the attempts of
+// several waiters at once, each name once, in the order given. An
+// INSERT's conflict handling sees only the proposed row, which has no
+// place for a waiter's queue element, so the statement is two: an UPDATE
+// of the rows that exist, each decided and changed as leaseAcquireInTurn
+// decides and changes it (inTurnSet and inTurnWhere, written for the
+// item's own values by inTurnItem), and an INSERT of the rows that do
+// not, granted as leaseAcquireInTurn's INSERT grants them. It returns the
+// name of each item that holds the lock or queued, then
+// leaseAcquireInTurn's answer. An item with no answer is the single
+// statement's "no row": the lock is free again or the token released, or,
+// as an UPDATE skips a row deleted meanwhile and the INSERT yields to a
+// row inserted meanwhile, the row changed under the statement; the
+// waiter asks why (leaseHolder) and attempts again.
+var leaseAcquireInTurnMany = coalescedMark + `WITH q AS (
+	SELECT q.name, q.token, q.owner, q.elem, clock_timestamp() + q.micros * interval '1 microsecond' AS expires_at
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[]) AS q(name, token, owner, micros, elem)
+), u AS (
+	UPDATE {{table}} l SET` + inTurnItem.Replace(inTurnSet) + `
+	FROM q WHERE l.name = q.name AND (` + inTurnItem.Replace(inTurnWhere) + `)
+	RETURNING l.name, coalesce(l.token = q.token, false), ` + inTurnAnswer + `
+), i AS (
+	INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
+	SELECT q.name, q.token, q.owner, nextval({{seqname}}), q.expires_at FROM q
+	WHERE NOT EXISTS (SELECT FROM {{table}} x WHERE x.name = q.name)
+	ON CONFLICT (name) DO NOTHING
+	RETURNING l.name, true, ` + inTurnAnswer + `
+)
+SELECT * FROM u UNION ALL SELECT * FROM i`
+
+// inTurnItem writes leaseAcquireInTurn's conditions and changes for an
+// item q of leaseAcquireInTurnMany: its token for $2, its element for $5,
+// and its proposed values for excluded's, a fence drawn only when granted.
+var inTurnItem = strings.NewReplacer("$2", "q.token", "$5", "q.elem",
+	"excluded.fence", "nextval({{seqname}})", "excluded.", "q.")

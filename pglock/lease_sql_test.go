@@ -19,6 +19,14 @@ func TestCoalescedStatementsDecideAsAlone(t *testing.T) {
 		}
 		return stmt[i:j]
 	}
+	// A waiter's attempts: every parameter of the single statement's
+	// condition and changes is the item's own.
+	for _, frag := range []string{inTurnSet, inTurnWhere} {
+		item := inTurnItem.Replace(frag)
+		if i := strings.IndexAny(item, "$"); i >= 0 || strings.Contains(item, "excluded.") {
+			t.Errorf("leaseAcquireInTurnMany decides an item with a value of the whole statement:\n%s", item)
+		}
+	}
 	one := strings.ReplaceAll(set(leaseRelease, "\nWHERE"), "$2::text", "q.token")
 	if many := set(leaseReleaseMany, "\nFROM"); many != one {
 		t.Errorf("leaseReleaseMany sets\n%s\nleaseRelease\n%s", many, one)
