@@ -59,12 +59,14 @@ bench-compare:
 	$(GO) run ./cmd/dlock bench --compare
 
 # Start every backend's test server; measure dlock against the strongest
-# hand-written baselines (bench --compare), 10,000 leases held (--leases),
-# the HTTP API (--serve), leader failover (--election) and a semaphore
-# (--semaphore); write docs/benchmarks.json, then render from it
-# docs/benchmarks.md (its summary and tables) and docs/benchmarks.svg.
-# DLOCK_BENCH_DURATION (default 3s per side and workload) and
-# DLOCK_BENCH_LEASES (default 10000) tune it. TestBenchDocsCurrent (in
+# hand-written baselines (bench --compare, three times over all backends:
+# each target is judged by most runs, each table shows the median run),
+# 10,000 leases held (--leases), the HTTP API (--serve), leader failover
+# (--election) and a semaphore (--semaphore); write docs/benchmarks.json,
+# then render from it docs/benchmarks.md (its summary and tables) and
+# docs/benchmarks.svg. DLOCK_BENCH_DURATION (default 3s per side and
+# workload), DLOCK_BENCH_RUNS (default 3) and DLOCK_BENCH_LEASES (default
+# 10000) tune it. TestBenchDocsCurrent (in
 # make test) fails while any published figure differs from what
 # docs/benchmarks.json renders.
 bench-readme:

@@ -218,3 +218,51 @@ func TestWriteSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestMediansAndVerdicts: over several runs, each workload's published
+// row is its run with the median ratio, and a target is met when it held
+// in most runs, whatever the median rows say together.
+func TestMediansAndVerdicts(t *testing.T) {
+	runs := [][]baseline.Comparison{
+		goalRows("postgres-lease", [3]float64{0.95, 0.91, 0.9}, 4, 1200, 9),
+		goalRows("postgres-lease", [3]float64{0.85, 0.95, 1.0}, 3, 900, 8),
+		goalRows("postgres-lease", [3]float64{0.92, 0.93, 0.95}, 5, 1100, 11),
+	}
+	med, figures := benchreport.Medians(runs)
+	if len(med) != 4 || len(figures) != 3 {
+		t.Fatalf("Medians: %d rows and %d runs of figures, want 4 and 3", len(med), len(figures))
+	}
+	for i, want := range []float64{0.92, 0.93, 0.95, 4} {
+		if med[i].Ratio != want {
+			t.Errorf("%s: the median row has ratio %.2f, want %.2f", med[i].Workload, med[i].Ratio, want)
+		}
+	}
+	if med[3].Dlock.PerSec != 1200 {
+		t.Errorf("the contended median row is not one run's whole row: %+v", med[3])
+	}
+	r := &benchreport.Results{Measured: "2026-12-07", Machine: "2 × CPU", SecondsPerSide: 3, Rounds: 6, Comparisons: med, Figures: figures}
+	got := map[string]benchreport.Verdict{}
+	for _, v := range r.Verdicts() {
+		if v.Backend == "postgres-lease" {
+			got[v.What] = v
+		}
+	}
+	un := got["uncontended ≥ 0.9× at G = 1, 16 and 64"]
+	if !un.Met || un.Held != 2 || un.Runs != 3 || un.Got != "held in 2 of 3 runs: 0.95 / 0.91 / 0.90; 0.85 / 0.95 / 1.00; 0.92 / 0.93 / 0.95" {
+		t.Errorf("uncontended: %+v, want met in 2 of 3 runs", un)
+	}
+	if co := got["contended ≥ 1000 critical sections/s with a wait p99 ≤ 10 ms"]; co.Met || co.Held != 1 {
+		t.Errorf("contended: %+v, want held in 1 of 3 runs, not met", co)
+	}
+	var b bytes.Buffer
+	if err := benchreport.WriteSummary(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"every backend compared 3 times", "Targets (✓ met in most of the 3 runs",
+		"- ✓ postgres-lease: uncontended ≥ 0.9× at G = 1, 16 and 64 — held in 2 of 3 runs: ",
+		"| postgres-lease | 0.92 / 0.93 / 0.95 |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+}

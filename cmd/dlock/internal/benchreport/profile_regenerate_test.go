@@ -59,7 +59,7 @@ func TestRegenerateProfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	missed, contended := map[string]bool{}, map[string]string{} // the latter: the baseline's best way of waiting
-	for _, v := range benchreport.Check(r.Comparisons) {
+	for _, v := range r.Verdicts() {
 		switch {
 		case v.Met || v.Got == "":
 		case strings.HasPrefix(v.What, "uncontended"):

@@ -32,6 +32,7 @@ const (
 	envUpdate   = "DLOCK_BENCH_UPDATE"   // 1: measure, write docs/benchmarks.json and render the docs
 	envDuration = "DLOCK_BENCH_DURATION" // each side's time per workload (default 3s), in 6 alternating slices
 	envLeases   = "DLOCK_BENCH_LEASES"   // leases held per backend (default 10000)
+	envRuns     = "DLOCK_BENCH_RUNS"     // times every backend is compared (default benchreport.DefaultRuns)
 )
 
 // root is the repository's root, from this package's directory.
@@ -41,7 +42,8 @@ const root = "../../../.."
 const regenRounds = 6
 
 // TestRegenerateBench starts every backend's test server, runs `dlock
-// bench --compare` and `--leases` on each, `--serve` on Redis, the file
+// bench --compare` on each, DefaultRuns times over all of them (Medians),
+// and `--leases` on each, `--serve` on Redis, the file
 // and the in-memory backend, and `--election` and `--semaphore` (the
 // dlock binary, built here) on the backends they suit; it writes all of
 // it to docs/benchmarks.json and renders from that file
@@ -56,12 +58,19 @@ func TestRegenerateBench(t *testing.T) {
 	r := &benchreport.Results{Measured: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
 		SecondsPerSide: d.Seconds(), Rounds: regenRounds}
 	targets := serverURLs(t, nil)
-	for _, u := range targets {
-		cs, lr := compareOne(t, u, d)
-		r.Comparisons = append(r.Comparisons, cs...)
-		if lr != nil {
-			r.Leases = append(r.Leases, *lr)
+	runs := make([][]baseline.Comparison, envRunsOr(t, benchreport.DefaultRuns))
+	for i := range runs {
+		for _, u := range targets {
+			cs, lr := compareOne(t, u, d, i == 0)
+			runs[i] = append(runs[i], cs...)
+			if lr != nil {
+				r.Leases = append(r.Leases, *lr)
+			}
 		}
+	}
+	r.Comparisons, r.Figures = benchreport.Medians(runs)
+	if len(runs) < 2 {
+		r.Figures = nil
 	}
 	r.Serve = measureServe(t, targets, d)
 	exe := buildDlock(t)
@@ -81,8 +90,8 @@ func TestRegenerateBench(t *testing.T) {
 }
 
 // compareOne compares dlock with the baseline on u and, where u holds
-// many leases, measures that too.
-func compareOne(t *testing.T, u target, d time.Duration) ([]baseline.Comparison, *baseline.LeaseReport) {
+// many leases and leases is set, measures that too.
+func compareOne(t *testing.T, u target, d time.Duration, leases bool) ([]baseline.Comparison, *baseline.LeaseReport) {
 	ctx := context.Background()
 	tg, err := baseline.Open(ctx, u.url, 10*time.Second)
 	if err != nil {
@@ -95,7 +104,7 @@ func compareOne(t *testing.T, u target, d time.Duration) ([]baseline.Comparison,
 	if err != nil {
 		t.Fatalf("%s: %v", u.name, err)
 	}
-	if !u.leases {
+	if !u.leases || !leases {
 		return cs, nil
 	}
 	n := envLeasesOr(t, 10000)
@@ -188,6 +197,18 @@ func envLeasesOr(t *testing.T, def int) int {
 	var n int
 	if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
 		t.Fatalf("%s=%q: want a positive number", envLeases, v)
+	}
+	return n
+}
+
+func envRunsOr(t *testing.T, def int) int {
+	v := os.Getenv(envRuns)
+	if v == "" {
+		return def
+	}
+	var n int
+	if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number", envRuns, v)
 	}
 	return n
 }

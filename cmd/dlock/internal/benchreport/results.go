@@ -21,8 +21,14 @@ type Results struct {
 	// of waiting, contended), in Rounds alternating slices.
 	SecondsPerSide float64 `json:"seconds_per_side"`
 	Rounds         int     `json:"rounds"`
-	// Comparisons are `dlock bench --compare` on every backend.
+	// Comparisons are `dlock bench --compare` on every backend: when it
+	// ran several times, for each backend and workload the run whose
+	// ratio is the median (Medians).
 	Comparisons []baseline.Comparison `json:"comparisons"`
+	// Figures are, when every backend was compared several times (one
+	// after another over all of them), each run's figures that decide the
+	// targets (Verdicts).
+	Figures [][]Figure `json:"figures,omitempty"`
 	// Leases are `dlock bench --leases` on every backend that holds them.
 	Leases []baseline.LeaseReport `json:"leases"`
 	// Serve are `dlock bench --serve` runs, one per backend.

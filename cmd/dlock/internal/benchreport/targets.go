@@ -43,6 +43,9 @@ type Verdict struct {
 	Met bool
 	// Got is the figures that decide; "" when the backend was not measured.
 	Got string
+	// Runs is how many runs it was checked against when more than one
+	// (Results.Verdicts), and Held in how many of them it held.
+	Runs, Held int
 }
 
 // Check checks every goal against cs.
