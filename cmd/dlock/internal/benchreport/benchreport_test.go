@@ -177,7 +177,7 @@ func TestGoals(t *testing.T) {
 	var cs []baseline.Comparison
 	cs = append(cs, goalRows("postgres-advisory", [3]float64{0.795, 0.81, 0.9}, 0.79, 5000, 3)...)
 	cs = append(cs, goalRows("postgres-lease", [3]float64{0.95, 0.91, 0.9}, 4, 999.4, 9)...)
-	cs = append(cs, goalRows("redis", [3]float64{1, 1, 1}, 1.01, 5000, 5.004)...)
+	cs = append(cs, goalRows("redis", [3]float64{0.95, 1.1, 1.5}, 1.01, 5000, 5.004)...)
 	got := map[string]benchreport.Verdict{}
 	for _, v := range benchreport.Check(cs) {
 		got[v.Backend+" "+v.What] = v
@@ -192,12 +192,31 @@ func TestGoals(t *testing.T) {
 		{"postgres-lease uncontended ≥ 0.9× at G = 1, 16 and 64", true, "0.95 / 0.91 / 0.90"},
 		{"postgres-lease contended ≥ 1000 critical sections/s with a wait p99 ≤ 10 ms", false, "999 critical sections/s, wait p99 9.00 ms"},
 		{"redis contended ≥ 1× the best poll with a wait p99 ≤ 5 ms", true, "1.01× poll every 1ms, wait p99 5.00 ms"},
+		{"redis uncontended ≥ 0.95× at G = 1, ≥ 1.1× at G = 16, ≥ 1.5× at G = 64", true, "0.95 / 1.10 / 1.50"},
 		{"etcd contended ≥ 2.5×", false, ""},
 	} {
 		v, ok := got[tc.key]
 		if !ok || v.Met != tc.met || v.Got != tc.text {
 			t.Errorf("%s: %+v, want met %v, %q", tc.key, v, tc.met, tc.text)
 		}
+	}
+}
+
+// TestGoalsPerGoroutines: a target set for each G holds each G to its own
+// figure (Redis: 1.09× at G = 16 misses 1.1×, though it meets G = 1's).
+func TestGoalsPerGoroutines(t *testing.T) {
+	found := false
+	for _, v := range benchreport.Check(goalRows("redis", [3]float64{0.95, 1.09, 1.6}, 1.01, 5000, 5)) {
+		if v.Backend != "redis" || !strings.HasPrefix(v.What, "uncontended") {
+			continue
+		}
+		found = true
+		if v.Met || v.Got != "0.95 / 1.09 / 1.60" {
+			t.Errorf("%s: %+v, want missed at 0.95 / 1.09 / 1.60", v.What, v)
+		}
+	}
+	if !found {
+		t.Error("no uncontended target for redis")
 	}
 }
 
