@@ -43,8 +43,8 @@ type leases struct {
 	acquireManySQL, releaseManySQL            string
 	acquireInTurnManySQL                      string
 
-	// tries and releases coalesce the calls of d's goroutines
-	// (lease_coalesce.go).
+	// tries, turns (waiters' attempts) and releases coalesce the calls
+	// of d's goroutines (lease_coalesce.go).
 	tries    *coalesce.Batcher[*tryCall]
 	turns    *coalesce.Batcher[*turnCall]
 	releases *coalesce.Batcher[*releaseCall]

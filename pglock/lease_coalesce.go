@@ -16,13 +16,13 @@ import (
 // coalesced waiters' attempts and of releases, a lease-mode driver keeps
 // in flight: a call that finds one free is sent alone at once, and the
 // calls made while all are busy go in the next, together
-// (internal/coalesce). With two, four
-// goroutines trying at once lost to one statement a call (two pairs
-// instead of four statements in parallel: 0.56–0.64× the hand-written
-// lease against 0.70–0.73× before coalescing); with three, none of 2, 4,
-// 16 and 64 goroutines is slower than before, and 16 and 64 are faster
-// (0.81–0.82× and 1.56–1.60× against 0.67–0.70× and 0.72×). One, or two,
-// would do better at 16 goroutines, at the cost of the few.
+// (internal/coalesce). With two, four goroutines trying at once lost to
+// one statement a call (two pairs instead of four statements in
+// parallel: 0.56–0.64× the hand-written lease against 0.70–0.73× before
+// coalescing); with three, none of 2, 4, 16 and 64 goroutines is slower
+// than before, and 16 and 64 are faster (0.81–0.82× and 1.56–1.60×
+// against 0.67–0.70× and 0.72×). One, or two, would do better at 16
+// goroutines, at the cost of the few.
 const coalesceSends = 3
 
 // A try (TryAcquire's grant statement), a waiter's attempt (AcquireWait's
@@ -74,7 +74,8 @@ type releaseCall struct {
 	err         error
 }
 
-// newBatchers sets up the coalescing of d's tries and releases.
+// newBatchers sets up the coalescing of d's tries, waiters' attempts and
+// releases.
 func (d *leases) newBatchers() {
 	d.tries = coalesce.New(coalesceSends, d.tryOne, d.tryMany)
 	d.turns = coalesce.New(coalesceSends, d.turnOne, d.turnMany)
@@ -99,13 +100,7 @@ func (d *leases) tryOne(ctx context.Context, c *tryCall) {
 func (d *leases) tryMany(ctx context.Context, calls []*tryCall) {
 	batch, again := distinct(calls, func(c *tryCall) string { return c.req.Name })
 	if len(batch) > 1 {
-		names := make([]string, len(batch))
-		tokens := make([]string, len(batch))
-		owners := make([]string, len(batch))
-		micros := make([]int64, len(batch))
-		for i, c := range batch {
-			names[i], tokens[i], owners[i], micros[i] = c.req.Name, c.req.Token, c.req.Owner, c.req.TTL.Microseconds()
-		}
+		names, tokens, owners, micros := requests(batch, func(c *tryCall) driver.Request { return c.req })
 		granted := map[string]int64{}
 		var (
 			name  string
@@ -113,16 +108,10 @@ func (d *leases) tryMany(ctx context.Context, calls []*tryCall) {
 		)
 		rows, err := d.pool.Query(ctx, d.acquireManySQL, names, tokens, owners, micros)
 		if err == nil {
-			for rows.Next() {
-				if err = rows.Scan(&name, &fence); err != nil {
-					break
-				}
+			_, err = pgx.ForEachRow(rows, []any{&name, &fence}, func() error {
 				granted[name] = fence
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
+				return nil
+			})
 		}
 		if err == nil {
 			for _, c := range batch {
@@ -154,30 +143,23 @@ func (d *leases) turnOne(ctx context.Context, c *turnCall) {
 func (d *leases) turnMany(ctx context.Context, calls []*turnCall) {
 	batch, again := distinct(calls, func(c *turnCall) string { return c.req.Name })
 	if len(batch) > 1 {
-		names := make([]string, len(batch))
-		tokens := make([]string, len(batch))
-		owners := make([]string, len(batch))
-		micros := make([]int64, len(batch))
+		names, tokens, owners, micros := requests(batch, func(c *turnCall) driver.Request { return c.req })
 		elems := make([]string, len(batch))
 		for i, c := range batch {
-			names[i], tokens[i], owners[i], micros[i], elems[i] = c.req.Name, c.req.Token, c.req.Owner, c.req.TTL.Microseconds(), c.elem
+			elems[i] = c.elem
 		}
 		answers := make(map[string]turnCall, len(batch))
-		var name string
+		var (
+			name string
+			a    turnCall
+		)
 		sent := time.Now()
 		rows, err := d.pool.Query(ctx, d.acquireInTurnManySQL, names, tokens, owners, micros, elems)
 		if err == nil {
-			for rows.Next() {
-				var a turnCall
-				if err = rows.Scan(&name, &a.won, &a.fence, &a.owner, &a.micros, &a.reserved, &a.ran); err != nil {
-					break
-				}
+			_, err = pgx.ForEachRow(rows, []any{&name, &a.won, &a.fence, &a.owner, &a.micros, &a.reserved, &a.ran}, func() error {
 				answers[name] = a
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
+				return nil
+			})
 		}
 		if err == nil {
 			for _, c := range batch {
@@ -215,19 +197,13 @@ func (d *leases) releaseMany(ctx context.Context, calls []*releaseCall) {
 		)
 		rows, err := d.pool.Query(ctx, d.releaseManySQL, names, tokens, d.channel)
 		if err == nil {
-			for rows.Next() {
-				if err = rows.Scan(&name, &notified); err != nil {
-					break
-				}
+			_, err = pgx.ForEachRow(rows, []any{&name, &notified}, func() error {
 				freed[name] = true
 				if notified != nil {
 					d.recent.Saw(name) // someone waits: hand over next time
 				}
-			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err()
-			}
+				return nil
+			})
 		}
 		if err == nil {
 			for _, c := range batch {
@@ -242,6 +218,17 @@ func (d *leases) releaseMany(ctx context.Context, calls []*releaseCall) {
 	for _, c := range append(batch, again...) {
 		d.releaseOne(c.ctx, c)
 	}
+}
+
+// requests are the names, tokens, owners and TTLs (µs) of the calls'
+// requests, as the coalesced statements take them.
+func requests[C any](calls []C, req func(C) driver.Request) (names, tokens, owners []string, micros []int64) {
+	names, tokens, owners, micros = make([]string, len(calls)), make([]string, len(calls)), make([]string, len(calls)), make([]int64, len(calls))
+	for i, c := range calls {
+		r := req(c)
+		names[i], tokens[i], owners[i], micros[i] = r.Name, r.Token, r.Owner, r.TTL.Microseconds()
+	}
+	return names, tokens, owners, micros
 }
 
 // distinct splits calls into a batch with each name once, sorted by name

@@ -189,29 +189,23 @@ func envDurationOr(t *testing.T, def time.Duration) time.Duration {
 	return d
 }
 
-func envLeasesOr(t *testing.T, def int) int {
-	v := os.Getenv(envLeases)
+func envLeasesOr(t *testing.T, def int) int { return envPositiveOr(t, envLeases, def) }
+
+// envPositiveOr is the positive number in the environment variable name,
+// def when it is not set.
+func envPositiveOr(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
 	if v == "" {
 		return def
 	}
 	var n int
 	if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive number", envLeases, v)
+		t.Fatalf("%s=%q: want a positive number", name, v)
 	}
 	return n
 }
 
-func envRunsOr(t *testing.T, def int) int {
-	v := os.Getenv(envRuns)
-	if v == "" {
-		return def
-	}
-	var n int
-	if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive number", envRuns, v)
-	}
-	return n
-}
+func envRunsOr(t *testing.T, def int) int { return envPositiveOr(t, envRuns, def) }
 
 // target is one backend of the run.
 type target struct {
