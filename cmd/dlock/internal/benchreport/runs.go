@@ -1,6 +1,7 @@
 package benchreport
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,16 +46,8 @@ func Medians(runs [][]baseline.Comparison) ([]baseline.Comparison, [][]Figure) {
 	}
 	var med []baseline.Comparison
 	for _, c := range runs[0] {
-		cs := slices.Clone(all[key(c)])
-		slices.SortStableFunc(cs, func(a, b baseline.Comparison) int {
-			switch {
-			case a.Ratio < b.Ratio:
-				return -1
-			case a.Ratio > b.Ratio:
-				return 1
-			}
-			return 0
-		})
+		cs := all[key(c)]
+		slices.SortStableFunc(cs, func(a, b baseline.Comparison) int { return cmp.Compare(a.Ratio, b.Ratio) })
 		med = append(med, cs[(len(cs)-1)/2])
 	}
 	return med, figures
