@@ -29,7 +29,10 @@ func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d, ok := ctx.Deadline(); ok {
 		budget = min(budget, max(time.Until(d), minReleaseBudget))
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), budget)
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx) // a context that cannot end needs no detaching
+	}
+	return context.WithTimeout(ctx, budget)
 }
 
 // Lease is one grant of a named lock. It is safe for concurrent use.

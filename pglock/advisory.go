@@ -10,6 +10,7 @@ import (
 	"github.com/dlockdev/dlock/driver"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -147,15 +148,15 @@ const late = -1
 // for it to give the lock back, up to lapseWait.
 func (d *advisory) tryFor(ctx context.Context, s *session, name string) (*int64, driver.Holder, error) {
 	for i := 0; ; i++ {
-		var fence *int64
-		if err := d.tryRow(ctx, s).Scan(&fence, &s.pid); err != nil {
+		var f pgtype.Int8 // scanned as a value: a pointer costs a scan plan each time
+		if err := d.tryRow(ctx, s).Scan(&f, &s.pid); err != nil {
 			return nil, driver.Holder{}, err
 		}
-		if fence != nil && *fence == late {
+		if f.Valid && f.Int64 == late {
 			return nil, driver.Holder{Name: name, TTL: -1}, nil
 		}
-		if fence != nil {
-			return fence, driver.Holder{}, nil
+		if f.Valid {
+			return &f.Int64, driver.Holder{}, nil
 		}
 		h, err := d.refused(ctx, s)
 		switch {
@@ -166,7 +167,7 @@ func (d *advisory) tryFor(ctx context.Context, s *session, name string) (*int64,
 			// lock back as soon as it runs: the lock is as good as free.
 			wctx, cancel := context.WithTimeout(ctx, lapseWait)
 			defer cancel()
-			fence, err = d.wait(wctx, s)
+			fence, err := d.wait(wctx, s)
 			return fence, h.describe(name), err
 		case h.pid == nil && i < retries:
 			continue // released between the try and the lookup

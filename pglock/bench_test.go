@@ -49,6 +49,9 @@ var pairs = []pair{
 	{"advisory", func(pool *pgxpool.Pool, b *testing.B) benchwork.Cycle {
 		return dlockCycle(b, pool, pglock.Config{Mode: pglock.Advisory})
 	}, func(pool *pgxpool.Pool, _ *testing.B) benchwork.Cycle { return rawCycle(pool) }, "advisory", "raw-try-unlock"},
+	{"advisory-try", func(pool *pgxpool.Pool, b *testing.B) benchwork.Cycle {
+		return dlockTryCycle(b, pool, pglock.Config{Mode: pglock.Advisory})
+	}, func(pool *pgxpool.Pool, _ *testing.B) benchwork.Cycle { return rawCycle(pool) }, "advisory-try", "raw-try-unlock"},
 	{"lease", func(pool *pgxpool.Pool, b *testing.B) benchwork.Cycle {
 		return dlockCycle(b, pool, pglock.Config{})
 	}, func(pool *pgxpool.Pool, _ *testing.B) benchwork.Cycle { return rawLeaseCycle(pool) }, "lease", "raw-upsert-lease"},
@@ -74,7 +77,8 @@ func (s *side) run(b *testing.B, n, g int, prefix string) {
 func (s *side) rate() float64 { return float64(s.n) / s.elapsed.Seconds() }
 
 // BenchmarkUncontended: acquire+release on distinct names from 1, 16 and
-// 64 goroutines, for each dlock mode against its hand-written baseline
+// 64 goroutines (advisory-try: with TryAcquire, as dlock bench --compare
+// measures), for each dlock mode against its hand-written baseline
 // (raw pg_try_advisory_lock + pg_advisory_unlock on a pooled connection;
 // a one-statement upsert lease + DELETE by token), each on its own pool
 // of benchPoolConns connections. The two run interleaved, in slices of
@@ -87,12 +91,14 @@ func BenchmarkUncontended(b *testing.B) {
 	d.exec(b, rawLeaseDDL)
 	for _, g := range []int{1, 16, 64} {
 		for _, p := range pairs {
-			dp, dc := benchPool(b, d)
-			bp, bc := benchPool(b, d)
-			dl := &side{cycle: p.dlock(dp, b), count: dc}
-			bl := &side{cycle: p.base(bp, b), count: bc}
 			b.Run(fmt.Sprintf("%s/goroutines=%d", p.name, g), func(b *testing.B) {
-				*dl, *bl = side{cycle: dl.cycle, count: dc}, side{cycle: bl.cycle, count: bc}
+				// Pools and Lockers of this run alone, closed when it
+				// ends: every pair's at every count would pass the
+				// server's max_connections.
+				dp, dc := benchPool(b, d)
+				bp, bc := benchPool(b, d)
+				dl := &side{cycle: p.dlock(dp, b), count: dc}
+				bl := &side{cycle: p.base(bp, b), count: bc}
 				chunk := max(b.N/20, 4*g)
 				for done := 0; done < b.N; done += chunk {
 					bl.run(b, chunk, g, "bench/base/")
@@ -116,6 +122,17 @@ func dlockCycle(b *testing.B, pool *pgxpool.Pool, cfg pglock.Config) benchwork.C
 	}
 	b.Cleanup(func() { _ = l.Close() })
 	return benchwork.AcquireRelease(l, dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false))
+}
+
+// dlockTryCycle is dlockCycle with TryAcquire, as `dlock bench --compare`
+// measures it.
+func dlockTryCycle(b *testing.B, pool *pgxpool.Pool, cfg pglock.Config) benchwork.Cycle {
+	l, err := cfg.Locker(pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	return benchwork.TryAcquireRelease(l, dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false))
 }
 
 func rawCycle(pool *pgxpool.Pool) benchwork.Cycle {

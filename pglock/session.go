@@ -36,10 +36,14 @@ type session struct {
 
 	// The watcher: while the session is idle, a goroutine waits on the
 	// connection (WaitForNotification, which returns on any read error),
-	// so that a closed socket is seen when it closes.
+	// so that a closed socket is seen when it closes. It is armed with a
+	// timer alone: its context is made when it starts, so that a lease
+	// released before then costs no more than the timer.
 	timer   *time.Timer
-	stopW   context.CancelFunc
-	watched chan struct{} // closed when the watcher has returned
+	watchMu sync.Mutex
+	stopped bool               // disarmed: a watcher yet to start does not
+	stopW   context.CancelFunc // stops the watcher once it has started
+	watcher sync.WaitGroup     // the armed watcher, until it has returned
 	lostMu  sync.Mutex
 	lost    error  // why the connection closed, once it has
 	lostFn  func() // called (once, on its own goroutine) with lost, unless evicted
@@ -51,7 +55,7 @@ type session struct {
 	// says driver.ErrSessionEnded (and forgets it).
 	dropFn  func()
 	evicted bool
-	evictCh chan struct{} // closed with evicted
+	evictCh chan struct{} // closed with evicted; made when first waited on
 
 	// evictions is the driver listener's watchingEvictions: a channel
 	// closed when the listening connection ends, nil when no eviction
@@ -67,17 +71,31 @@ var ErrTransactionPooling = errors.New("pglock: the server backend changed betwe
 	"(a transaction-pooling proxy such as PgBouncer pool_mode=transaction?); advisory mode needs a direct or session-pooled connection")
 
 // start arms the watcher, watchDelay from now.
-func (s *session) start() {
-	s.evictCh = make(chan struct{})
-	s.arm(watchDelay)
+func (s *session) start() { s.arm(watchDelay) }
+
+// arm starts the watcher after delay. Called with the connection idle
+// and no watcher armed.
+func (s *session) arm(delay time.Duration) {
+	s.watchMu.Lock()
+	s.stopped, s.stopW = false, nil
+	s.watchMu.Unlock()
+	s.watcher.Add(1)
+	s.timer = time.AfterFunc(delay, s.startWatch)
 }
 
-// arm starts the watcher after delay. Called with the connection idle.
-func (s *session) arm(delay time.Duration) {
+// startWatch runs the watcher, unless disarm came first.
+func (s *session) startWatch() {
+	defer s.watcher.Done()
+	s.watchMu.Lock()
+	if s.stopped {
+		s.watchMu.Unlock()
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	s.stopW, s.watched = cancel, done
-	s.timer = time.AfterFunc(delay, func() { s.watch(ctx, done) })
+	defer cancel()
+	s.stopW = cancel
+	s.watchMu.Unlock()
+	s.watch(ctx)
 }
 
 // publishTimeout bounds the watcher's publication of a grant.
@@ -89,8 +107,7 @@ const publishTimeout = 5 * time.Second
 // it (a FATAL error, a closed socket). The publication is not canceled by
 // a stop (that would close the connection, and with it the lock): a stop
 // waits for it, one round trip at most.
-func (s *session) watch(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (s *session) watch(ctx context.Context) {
 	if !s.published && ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 		_, err := s.conn.Exec(pctx, s.publish, s.key, s.name, s.owner, int64(s.fence))
@@ -132,7 +149,7 @@ func (s *session) lose(ctx context.Context, err error) {
 		t := time.NewTimer(evictionGrace)
 		defer t.Stop()
 		select {
-		case <-s.evictCh:
+		case <-s.evictedCh():
 		case <-down:
 		case <-t.C:
 		case <-ctx.Done():
@@ -177,8 +194,24 @@ func (s *session) markEvicted() {
 	defer s.lostMu.Unlock()
 	if !s.evicted && s.lost == nil {
 		s.evicted = true
-		close(s.evictCh)
+		if s.evictCh != nil {
+			close(s.evictCh)
+		}
 	}
+}
+
+// evictedCh returns a channel closed once the session is marked evicted
+// (already closed if it is).
+func (s *session) evictedCh() <-chan struct{} {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	if s.evictCh == nil {
+		s.evictCh = make(chan struct{})
+		if s.evicted {
+			close(s.evictCh)
+		}
+	}
+	return s.evictCh
 }
 
 // adminTerminated reports whether err is the server ending the session
@@ -201,10 +234,15 @@ func (s *session) disarm() error {
 		return s.lostErr()
 	}
 	if s.timer.Stop() {
-		s.stopW() // never started
+		s.watcher.Done() // never started
 	} else {
-		s.stopW()
-		<-s.watched
+		s.watchMu.Lock()
+		s.stopped = true
+		if s.stopW != nil {
+			s.stopW()
+		}
+		s.watchMu.Unlock()
+		s.watcher.Wait()
 	}
 	s.timer = nil
 	return s.lostErr()

@@ -33,14 +33,19 @@ func TestBenchDocsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f, err := benchreport.ReadFloors(filepath.Join(root, benchreport.FloorsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var also []string
 	for _, f := range benchreport.Unrendered {
 		also = append(also, filepath.Join(root, f))
 	}
 	blocks := append(benchreport.Blocks(root, r), benchreport.GrowthBlocks(root, g)...)
 	blocks = append(blocks, benchreport.ProfileBlocks(root, p)...)
+	blocks = append(blocks, benchreport.FloorBlocks(root, f)...)
 	docblock.Verify(t, blocks, benchreport.BlockPrefix, os.Getenv(envRender) == "1",
-		"make bench-render (or make bench-readme / make bench-growth / make bench-profile to measure anew)", also...)
+		"make bench-render (or make bench-readme / make bench-growth / make bench-profile / make bench-floor to measure anew)", also...)
 }
 
 // TestGrowthDocsCatchEdits: the check of TestBenchDocsCurrent fails when

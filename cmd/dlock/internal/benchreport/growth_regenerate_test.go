@@ -38,7 +38,7 @@ func TestRegenerateGrowth(t *testing.T) {
 	if os.Getenv(envGrowth) != "1" {
 		t.Skipf("set %s=1 (or run make bench-growth) to measure and rewrite the growth figures", envGrowth)
 	}
-	g := &benchreport.Growth{Measured: time.Now().UTC().Format("2006-01-02"), Machine: machine()}
+	g := &benchreport.Growth{Measured: time.Now().UTC().Format("2006-01-02"), Machine: baseline.Machine()}
 	for _, u := range growthTargets(t) {
 		for _, n := range benchreport.GrowthLeases {
 			r := holdGrowth(t, u, n)

@@ -71,7 +71,7 @@ func TestRegenerateProfiles(t *testing.T) {
 	if len(missed) == 0 && len(contended) == 0 {
 		t.Skip("every target is met: nothing to profile")
 	}
-	p := &benchreport.Profiles{Measured: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
+	p := &benchreport.Profiles{Measured: time.Now().UTC().Format("2006-01-02"), Machine: baseline.Machine(),
 		Goroutines: profileG, SecondsPerSide: profileFor.Seconds()}
 	for _, u := range serverURLs(t, func(name string) bool {
 		b := strings.ReplaceAll(name, " ", "-")

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +54,7 @@ func TestRegenerateBench(t *testing.T) {
 		t.Skipf("set %s=1 (or run make bench-readme) to measure and rewrite the published figures", envUpdate)
 	}
 	d := envDurationOr(t, 3*time.Second)
-	r := &benchreport.Results{Measured: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
+	r := &benchreport.Results{Measured: time.Now().UTC().Format("2006-01-02"), Machine: baseline.Machine(),
 		SecondsPerSide: d.Seconds(), Rounds: regenRounds}
 	targets := serverURLs(t, nil)
 	runs := make([][]baseline.Comparison, envRunsOr(t, benchreport.DefaultRuns))
@@ -275,27 +274,6 @@ func serverURLs(t *testing.T, want func(name string) bool) []target {
 func firstLine(err error) string {
 	msg, _, _ := strings.Cut(err.Error(), "\n")
 	return msg
-}
-
-// machine describes where the figures were measured.
-func machine() string {
-	cpu := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				cpu = strings.TrimSpace(strings.TrimLeft(v, " \t:"))
-				break
-			}
-		}
-	}
-	var vs []string
-	for _, c := range [][]string{{"redis-server", "--version"}, {"postgres", "--version"}, {"etcd", "--version"}, {"mariadbd", "--version"}} {
-		out, err := exec.Command(c[0], c[1:]...).Output()
-		if err == nil {
-			vs = append(vs, strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]))
-		}
-	}
-	return fmt.Sprintf("%d × %s (shared), %s/%s, %s; %s", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, runtime.Version(), strings.Join(vs, "; "))
 }
 
 // envOne names the backends TestBenchOne measures (comma-separated names
