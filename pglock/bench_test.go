@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockdev/dlock"
+	"github.com/dlockdev/dlock/driver"
 	"github.com/dlockdev/dlock/internal/benchwork"
 	"github.com/dlockdev/dlock/pglock"
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,9 @@ var pairs = []pair{
 	{"advisory-try", func(pool *pgxpool.Pool, b *testing.B) benchwork.Cycle {
 		return dlockTryCycle(b, pool, pglock.Config{Mode: pglock.Advisory})
 	}, func(pool *pgxpool.Pool, _ *testing.B) benchwork.Cycle { return rawCycle(pool) }, "advisory-try", "raw-try-unlock"},
+	{"advisory-driver", func(pool *pgxpool.Pool, b *testing.B) benchwork.Cycle {
+		return driverTryCycle(b, pool, pglock.Config{Mode: pglock.Advisory})
+	}, func(pool *pgxpool.Pool, _ *testing.B) benchwork.Cycle { return rawCycle(pool) }, "advisory-driver", "raw-try-unlock"},
 	{"lease", func(pool *pgxpool.Pool, b *testing.B) benchwork.Cycle {
 		return dlockCycle(b, pool, pglock.Config{})
 	}, func(pool *pgxpool.Pool, _ *testing.B) benchwork.Cycle { return rawLeaseCycle(pool) }, "lease", "raw-upsert-lease"},
@@ -78,7 +82,8 @@ func (s *side) rate() float64 { return float64(s.n) / s.elapsed.Seconds() }
 
 // BenchmarkUncontended: acquire+release on distinct names from 1, 16 and
 // 64 goroutines (advisory-try: with TryAcquire, as dlock bench --compare
-// measures), for each dlock mode against its hand-written baseline
+// measures; advisory-driver: the same on the driver alone), for each
+// dlock mode against its hand-written baseline
 // (raw pg_try_advisory_lock + pg_advisory_unlock on a pooled connection;
 // a one-statement upsert lease + DELETE by token), each on its own pool
 // of benchPoolConns connections. The two run interleaved, in slices of
@@ -133,6 +138,26 @@ func dlockTryCycle(b *testing.B, pool *pgxpool.Pool, cfg pglock.Config) benchwor
 	}
 	b.Cleanup(func() { _ = l.Close() })
 	return benchwork.TryAcquireRelease(l, dlock.WithTTL(10*time.Second), dlock.WithAutoRefresh(false))
+}
+
+// driverTryCycle is dlockTryCycle on the driver alone, without the
+// portable layer (no Locker: no token drawn, no lease kept, no watchdog,
+// no bounded release context): with dlockTryCycle, it tells the
+// driver's share of a cycle from the portable layer's. Each name is its
+// own token.
+func driverTryCycle(b *testing.B, pool *pgxpool.Pool, cfg pglock.Config) benchwork.Cycle {
+	drv, err := cfg.Driver(pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = drv.Close() })
+	return func(ctx context.Context, name string) error {
+		g, err := drv.TryAcquire(ctx, driver.Request{Name: name, Token: name, Owner: "bench", TTL: 10 * time.Second})
+		if err != nil || !g.Acquired {
+			return fmt.Errorf("driver acquire: %v %v", g.Acquired, err)
+		}
+		return drv.Release(ctx, name, name)
+	}
 }
 
 func rawCycle(pool *pgxpool.Pool) benchwork.Cycle {
