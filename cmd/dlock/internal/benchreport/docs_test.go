@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlockdev/dlock/cmd/dlock/internal/baseline"
 	"github.com/dlockdev/dlock/cmd/dlock/internal/benchreport"
 	"github.com/dlockdev/dlock/internal/docblock"
 )
@@ -33,7 +34,7 @@ func TestBenchDocsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := benchreport.ReadFloors(filepath.Join(root, benchreport.FloorsFile))
+	f, err := baseline.ReadFloors(filepath.Join(root, benchreport.FloorsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,6 @@ const (
 	FloorBlock = "bench-floor"
 )
 
-// ReadFloors reads FloorsFile's contents.
-func ReadFloors(path string) (*baseline.Floors, error) { return baseline.ReadFloors(path) }
-
 // floorNote opens the rendered floor block.
 const floorNote = "<!-- Rendered from docs/floors.json by `make bench-floor`; TestBenchDocsCurrent checks it. Do not edit. -->\n"
 
