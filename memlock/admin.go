@@ -82,13 +82,22 @@ func (d *memDriver) ForceRelease(ctx context.Context, name string) (driver.Holde
 }
 
 // WatchEvictions implements driver.EvictionWatcher. No push is dropped:
-// each subscription queues its own (evictionSub).
+// each subscription queues its own (evictionSub). A new subscription is
+// told the evictions of the last evictionLookback first: the portable
+// layer subscribes in the background once a Locker holds its first
+// lease, and a force-release of that lease in between would otherwise
+// reach its holder only at its next refresh, as a loss of another kind.
+// An older eviction told again is harmless: it names a grant (name and
+// fence) that no lease granted since has.
 func (d *memDriver) WatchEvictions(ctx context.Context) (<-chan driver.Eviction, func(), error) {
 	if err := d.begin(ctx); err != nil {
 		return nil, nil, err
 	}
 	defer d.s.mu.Unlock()
 	sub := newEvictionSub()
+	for _, r := range d.s.recentEvictions(time.Now()) {
+		sub.push(r.e)
+	}
 	d.s.evictions[sub] = struct{}{}
 	var once sync.Once
 	return sub.out, func() {
@@ -101,8 +110,11 @@ func (d *memDriver) WatchEvictions(ctx context.Context) (<-chan driver.Eviction,
 	}, nil
 }
 
-// pushEviction tells every eviction watcher. s.mu is held.
+// pushEviction tells every eviction watcher, and keeps e for the
+// watchers to come. s.mu is held.
 func (s *Store) pushEviction(e driver.Eviction) {
+	now := time.Now()
+	s.recent = append(s.recentEvictions(now), recentEviction{e: e, at: now})
 	for sub := range s.evictions {
 		sub.push(e)
 	}

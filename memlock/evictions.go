@@ -1,7 +1,9 @@
 package memlock
 
 import (
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/dlockdev/dlock/driver"
 )
@@ -65,4 +67,32 @@ func (s *evictionSub) forward() {
 func (s *evictionSub) stop() {
 	close(s.done)
 	<-s.ended
+}
+
+// evictionLookback is how long an eviction is kept for the watchers that
+// subscribe after it; maxRecentEvictions bounds how many are.
+const (
+	evictionLookback   = time.Minute
+	maxRecentEvictions = 1024
+)
+
+// recentEviction is an eviction and when it was made.
+type recentEviction struct {
+	e  driver.Eviction
+	at time.Time
+}
+
+// recentEvictions drops from s.recent what is older than
+// evictionLookback, or beyond the newest maxRecentEvictions, and returns
+// the rest. s.mu is held.
+func (s *Store) recentEvictions(now time.Time) []recentEviction {
+	i := 0
+	for i < len(s.recent) && now.Sub(s.recent[i].at) > evictionLookback {
+		i++
+	}
+	i = max(i, len(s.recent)-maxRecentEvictions+1)
+	if i > 0 {
+		s.recent = slices.Delete(s.recent, 0, i)
+	}
+	return s.recent
 }

@@ -20,6 +20,9 @@ type Store struct {
 	watchers map[string]map[chan struct{}]struct{}
 	// evictions are the driver.EvictionWatcher subscribers.
 	evictions map[*evictionSub]struct{}
+	// recent are the evictions of the last evictionLookback, oldest
+	// first, which a new subscriber is told first.
+	recent []recentEviction
 	// ledgers are the run ledgers (driver.Ledger), by name.
 	ledgers map[string]*ledger
 }

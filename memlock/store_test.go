@@ -161,17 +161,7 @@ func TestConfigDriver(t *testing.T) {
 // holders learned at their next refresh instead).
 func TestEvictionPushesAreNotDropped(t *testing.T) {
 	ctx := context.Background()
-	store := memlock.NewStore()
-	holder, err := memlock.New(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	admin, err := memlock.New(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	holder, admin := holderAndAdmin(t)
 	ew := admin.Driver().(driver.EvictionWatcher)
 	ch, stop, err := ew.WatchEvictions(ctx)
 	if err != nil {
@@ -202,4 +192,57 @@ func TestEvictionPushesAreNotDropped(t *testing.T) {
 			t.Fatalf("%d of %d evictions arrived", i, n)
 		}
 	}
+}
+
+// TestEvictionBeforeTheWatchIsTold: a Locker subscribes to evictions in
+// the background once it holds a lease; a force-release in between is
+// told to the subscription when it comes, so the lease ends at once as
+// force-released instead of at its next refresh as a loss of another
+// kind.
+func TestEvictionBeforeTheWatchIsTold(t *testing.T) {
+	ctx := context.Background()
+	holder, admin := holderAndAdmin(t)
+	ls, err := holder.Acquire(ctx, "early", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _, err := admin.ForceRelease(ctx, "early"); err != nil || !ok {
+		t.Fatalf("ForceRelease: ok %v, %v", ok, err)
+	}
+	ch, stop, err := admin.Driver().(driver.EvictionWatcher).WatchEvictions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	select {
+	case e := <-ch:
+		if want := (driver.Eviction{Name: "early", Fence: ls.Fence()}); e != want {
+			t.Fatalf("eviction = %+v, want %+v", e, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a watch that began after the force-release was not told of it")
+	}
+	select {
+	case <-ls.Done():
+		var lost *dlock.LostError
+		if err := ls.Err(); !errors.As(err, &lost) || lost.Reason != dlock.LostForceReleased {
+			t.Errorf("the lease ended with %v, want lost as force-released", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the force-released lease was not told within 5 s (its refresh is due in 20 s)")
+	}
+}
+
+// holderAndAdmin returns two Lockers on one new Store, closed when t ends.
+func holderAndAdmin(t *testing.T) (holder, admin *dlock.Locker) {
+	t.Helper()
+	store := memlock.NewStore()
+	for _, l := range []**dlock.Locker{&holder, &admin} {
+		var err error
+		if *l, err = memlock.New(store); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = (*l).Close() })
+	}
+	return holder, admin
 }

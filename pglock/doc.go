@@ -172,7 +172,11 @@
 // In both modes the fence is nextval of the mode's sequence, drawn in the
 // statement that grants the lock: one global strictly increasing counter,
 // which is a valid fence for every name (a resource only needs each grant
-// of its name to exceed the earlier ones). Fence state is one sequence,
+// of its name to exceed the earlier ones). In lease mode a grant's fence
+// also exceeds the one its name's row carries when the grant locks it: an
+// attempt draws its fence as it starts, and one that waited for the row
+// while another grant drew a higher fence and was released draws again,
+// so the order of the fences is the order of the grants. Fence state is one sequence,
 // whatever the number of names. ForceRelease draws a fence too, so the
 // evicted holder's fenced writes fail and the next grant's fence exceeds
 // it.

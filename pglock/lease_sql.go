@@ -57,10 +57,21 @@ const leaseAcquire = `
 INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
 VALUES ($1, $2, $3, nextval({{seqname}}), clock_timestamp() + $4::bigint * interval '1 microsecond')
 ON CONFLICT (name) DO UPDATE SET token = excluded.token, owner = excluded.owner,
-	fence = CASE WHEN l.token = $2 THEN l.fence ELSE excluded.fence END,
+	fence = CASE WHEN l.token = $2 THEN l.fence ELSE ` + freshFence + ` END,
 	expires_at = excluded.expires_at, reserved = NULL
 WHERE ` + grantable + `
 RETURNING l.fence`
+
+// freshFence is the fence of a grant that updates the name's row l: the
+// proposed row's, drawn when the statement began, unless the row carries
+// one as high or higher, and then one drawn now. The proposed row's fence
+// is drawn before the statement waits for the row's lock; while it
+// waits, another grant can draw a higher one, and be released, and the
+// statement then grants the row's latest version: with the fence drawn
+// first, the later grant would carry the lower fence. The row always
+// holds its last grant's fence (or a force-release's, higher), so a grant
+// above it is above every earlier grant of the name.
+const freshFence = `CASE WHEN excluded.fence > l.fence THEN excluded.fence ELSE nextval({{seqname}}) END`
 
 // leaseAcquireInTurn is a waiter's attempt (AcquireWait): one statement
 // that either grants the lock as leaseAcquire does, when it is grantable
@@ -94,7 +105,7 @@ RETURNING coalesce(l.token = $2, false), ` + inTurnAnswer
 const inTurnSet = `
 	token = CASE WHEN ` + grantInTurn + ` THEN excluded.token ELSE l.token END,
 	owner = CASE WHEN ` + grantInTurn + ` THEN excluded.owner ELSE l.owner END,
-	fence = CASE WHEN ` + grantInTurn + ` AND l.token IS DISTINCT FROM $2 THEN excluded.fence ELSE l.fence END,
+	fence = CASE WHEN ` + grantInTurn + ` AND l.token IS DISTINCT FROM $2 THEN ` + freshFence + ` ELSE l.fence END,
 	expires_at = CASE WHEN ` + grantInTurn + ` THEN excluded.expires_at ELSE l.expires_at END,
 	waiters = CASE WHEN ` + grantInTurn + ` THEN array_remove(array_remove(l.waiters, $5::text), $2)
 		WHEN $5 = ANY (l.waiters) OR $2 = ANY (l.waiters) OR cardinality(l.waiters) >= 64 THEN l.waiters ELSE l.waiters || $5::text END,
@@ -354,11 +365,13 @@ WHERE h.name = $1 AND h.token IS NOT NULL AND h.expires_at > clock_timestamp()`
 // lock) and the new fence. A free name gets a tombstone row carrying the
 // new fence. An evicted holder's grant is announced as "FENCE NAME" on
 // channel $2 (the eviction channel), sent when the statement's transaction
-// commits, to every client's WatchEvictions.
+// commits, to every client's WatchEvictions. The fence is drawn once the
+// row is locked (f reads h): a grant in progress has drawn its own by
+// then, and the new fence is above it.
 const leaseForceRelease = `
 WITH h AS (
 	SELECT name, token, owner, fence, expires_at FROM {{table}} WHERE name = $1 FOR UPDATE
-), f AS (SELECT nextval({{seqname}}) AS fence), u AS (
+), f AS (SELECT nextval({{seqname}}) AS fence FROM (SELECT count(*) FROM h) x), u AS (
 	INSERT INTO {{table}} AS l (name, token, owner, fence, expires_at)
 	SELECT $1, NULL, '', f.fence, clock_timestamp() FROM f
 	ON CONFLICT (name) DO UPDATE SET token = NULL, owner = '', expires_at = clock_timestamp(), fence = excluded.fence,
@@ -386,7 +399,7 @@ const leaseAcquireMany = coalescedMark + `INSERT INTO {{table}} AS l (name, toke
 SELECT q.name, q.token, q.owner, nextval({{seqname}}), clock_timestamp() + q.micros * interval '1 microsecond'
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS q(name, token, owner, micros)
 ON CONFLICT (name) DO UPDATE SET token = excluded.token, owner = excluded.owner,
-	fence = CASE WHEN l.token = excluded.token THEN l.fence ELSE excluded.fence END,
+	fence = CASE WHEN l.token = excluded.token THEN l.fence ELSE ` + freshFence + ` END,
 	expires_at = excluded.expires_at, reserved = NULL
 WHERE ` + grantableExcluded + `
 RETURNING l.name, l.fence`
@@ -441,5 +454,5 @@ SELECT * FROM u UNION ALL SELECT * FROM i`
 // inTurnItem writes leaseAcquireInTurn's conditions and changes for an
 // item q of leaseAcquireInTurnMany: its token for $2, its element for $5,
 // and its proposed values for excluded's, a fence drawn only when granted.
-var inTurnItem = strings.NewReplacer("$2", "q.token", "$5", "q.elem",
+var inTurnItem = strings.NewReplacer(freshFence, "nextval({{seqname}})", "$2", "q.token", "$5", "q.elem",
 	"excluded.fence", "nextval({{seqname}})", "excluded.", "q.")

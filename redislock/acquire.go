@@ -54,7 +54,18 @@ func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.
 		return driver.Grant{}, 0, err
 	}
 	us, _ := parseFence(reply[len(reply)-1])
+	if q.placeTTL > 0 {
+		d.sampleSkew(us)
+	}
 	return g, us, nil
+}
+
+// sampleSkew notes the skew of the server's clock that a reply carrying
+// the server's time us (µs) shows, taken as the reply arrives.
+func (d *redisDriver) sampleSkew(us uint64) {
+	if us > 0 {
+		d.skew.Store(int64(us) - time.Now().UnixMicro())
+	}
 }
 
 // acquireCmd sends the acquire script (EVALSHA, EVAL after a NOSCRIPT).
@@ -66,24 +77,29 @@ func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driv
 		return acquireScript.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
 	}
 	return acquireScript.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, q.placeTTL.Milliseconds(),
-		waitLeft(ctx, q.placeTTL), waitDeadline(ctx, q.placeTTL), q.arrival)
+		waitLeft(ctx, q.placeTTL), waitDeadline(ctx, q.placeTTL, d.skew.Load()), q.arrival)
 }
 
-// waitDeadline is ctx's deadline in Unix ms by this host's clock, when
-// waitLeft applies; 0 otherwise. The script lapses the waiter's place at
-// the sooner of the two: what is left counts from when the script runs,
-// later than the send by the request's latency (milliseconds under load),
-// and a release in between would hand the lock to a waiter that has
-// returned. Only the place in the queue depends on the hosts' clocks
-// agreeing, never who holds the lock: a client clock behind the server's
-// by S gives up its place S early (it is then granted only by its own next
-// attempt), one ahead of it keeps the place no longer than what is left.
-func waitDeadline(ctx context.Context, placeTTL time.Duration) int64 {
+// waitDeadline is ctx's deadline in Unix ms on the server's clock (this
+// host's clock plus skew, in µs), rounded down, when waitLeft applies; 0
+// otherwise. The script lapses the waiter's place at the sooner of the
+// two (what is left counts from when the script runs, later than the send
+// by the request's latency, and a release in between would hand the lock
+// to a waiter that has returned), and grants nothing to an attempt that
+// runs after it: the caller has returned by then, and the lock would be
+// held for nobody. skew is a lower bound, below the truth by the latency
+// of the call it was read from, so the server's deadline is never later
+// than the caller's, at most that much earlier: an attempt in the last
+// moments of a wait may be refused, never one that comes after it. Only
+// who waits depends on the clocks, never who holds the lock: a clock
+// stepped between two attempts costs the next one, whose reply corrects
+// the skew.
+func waitDeadline(ctx context.Context, placeTTL time.Duration, skew int64) int64 {
 	if waitLeft(ctx, placeTTL) == 0 {
 		return 0
 	}
 	dl, _ := ctx.Deadline()
-	return dl.UnixMilli()
+	return max((dl.UnixMicro()+skew)/1000, 1)
 }
 
 // waitLeft is what is left of ctx's wait, in whole ms rounded down (at

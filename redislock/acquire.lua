@@ -13,9 +13,16 @@
 -- place lapses then even if its TTL runs longer, so that a release never
 -- hands the lock to a waiter whose deadline has passed (its own dequeue
 -- may still be on its way). ARGV[6] (optional, Unix ms, 0 for none) is
--- the caller's deadline by its own clock: the place lapses then if that is
--- sooner, since what is left counts from the script's run, which is later
--- than the caller's send by the request's latency. ARGV[7] (optional,
+-- the caller's deadline on the server's clock (its deadline plus the skew
+-- of its clock that its last reply showed, rounded down): the place lapses
+-- then if that is sooner, since what is left counts from the script's
+-- run, which is later than the caller's send by the request's latency.
+-- An attempt that runs at or after that deadline reached the server after
+-- its caller gave up (a slow link, a client descheduled between its
+-- deadline check and the write, a server backlog): it takes nothing and
+-- leaves the queue, and a lock handed to the caller meanwhile is freed,
+-- as the caller's own dequeue would do later. Granted, it would hold the
+-- lock for nobody, for a whole TTL if that dequeue came first. ARGV[7] (optional,
 -- us, 0 for none) is when the caller first queued (the server time of its
 -- first attempt): a caller that is not queued (its place was dropped
 -- while it was alive: a hand-off it confirmed after the hand-off lease
@@ -29,12 +36,33 @@
 -- Returns {1, fence, server time in us} when ARGV[1] holds the lock (now,
 -- or already: a retry whose first reply was lost; its TTL is then renewed),
 -- else {0, fence, owner, pttl, server time} describing the holder, with
--- pttl -2 when the lock is free but reserved for the head of the queue.
+-- pttl -2 when the lock is free but reserved for the head of the queue,
+-- -3 when the attempt came after its caller's deadline (above).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- The same as a decimal string, without string.format (which costs more
 -- than any other step of the fast path).
 local us = t[1] .. string.sub('00000' .. t[2], -6)
+
+local deadline = tonumber(ARGV[6] or '0') or 0
+if deadline > 0 and now >= deadline * 1000 then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  redis.call('HDEL', KEYS[6], ARGV[1])
+  local v = redis.call('GET', KEYS[1])
+  if v then
+    local holder, fence, owner = string.match(v, '^([^\n]*)\n([^\n]*)\n(.*)$')
+    if holder ~= ARGV[1] then
+      return {0, fence or '0', owner or '', redis.call('PTTL', KEYS[1]), us}
+    end
+    redis.call('DEL', KEYS[1])
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if head then
+      redis.call('PUBLISH', KEYS[1] .. ':released:' .. head, '')
+    end
+  end
+  return {0, '0', 'nobody (free; this attempt reached the server after its deadline)', -3, us}
+end
 
 -- Fast path: no lock, nobody queued, no legacy counter: four calls in
 -- all. The fence is max(counter + 1, server clock in us); SET ... GET
@@ -72,7 +100,6 @@ if budget > 0 and budget < stay then
 end
 local nowms = math.floor(now / 1000)
 local lapse = nowms + stay
-local deadline = tonumber(ARGV[6] or '0') or 0
 if deadline > 0 and deadline < lapse then
   lapse = deadline
 end

@@ -54,7 +54,17 @@
 // only: it rejoins the queue at the place where it first queued, not at
 // the tail. A waiter that gave up while the lock was being handed to it
 // frees it when it leaves the queue (and the portable layer releases its
-// token). A batch release (Locker.Close) hands each lock off the same
+// token). An attempt that Redis runs after its waiter's deadline (sent in
+// time, run late: a slow link, a client descheduled before the write, a
+// server backlog) takes nothing, even from a free lock, and frees a lock
+// handed to it: granted, it would hold the lock for nobody, for its whole
+// TTL when the waiter's cleanups came first. The deadline travels on the
+// server's clock: each queued attempt's reply (and a TIME read by New)
+// shows the skew between the two clocks, to within the call's latency,
+// and the deadline sent is never later than the waiter's, at most that
+// latency earlier. A waiter without a deadline (canceled, or waiting
+// longer than its place's three seconds) has none to send: an attempt of
+// it that lands after it gave up is undone by its cleanups only. A batch release (Locker.Close) hands each lock off the same
 // way, in the same script. Where the lock is freed without a release (its
 // holder's TTL ran out, which the waiters find by polling, or a waiter
 // handed it back as it left the queue) the head takes it with an attempt

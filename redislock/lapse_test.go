@@ -17,6 +17,10 @@ import (
 type gateScript struct {
 	hash string
 	gate func(ctx context.Context) error
+	// detach sends the call after the gate even if its context has ended;
+	// done, if set, is signalled once it has been answered.
+	detach bool
+	done   chan<- struct{}
 }
 
 func (h gateScript) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -26,6 +30,17 @@ func (h gateScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if a := cmd.Args(); len(a) > 1 && a[1] == h.hash {
 			if err := h.gate(ctx); err != nil {
 				return err
+			}
+			if h.detach {
+				ctx = context.WithoutCancel(ctx)
+			}
+			if h.done != nil {
+				defer func() {
+					select {
+					case h.done <- struct{}{}:
+					default:
+					}
+				}()
 			}
 		}
 		return next(ctx, cmd)
@@ -124,4 +139,104 @@ func lapseCase(t *testing.T, name string, wait time.Duration, hooks ...redis.Hoo
 		t.Fatalf("TryAcquire right after the release: %v (the lock went to the waiter that gave up)", err)
 	}
 	_ = next.Release(ctx)
+}
+
+// sendLate holds back every acquire script by delay and then sends it
+// whatever became of its caller, signalling landed once Redis answered:
+// a request written before its caller's deadline that Redis runs after
+// it (the client descheduled between its deadline check and the write, a
+// slow link, a server backlog).
+func sendLate(delay time.Duration, landed chan<- struct{}) gateScript {
+	return gateScript{hash: redislock.AcquireScript.Hash(), gate: func(context.Context) error {
+		time.Sleep(delay)
+		return nil
+	}, detach: true, done: landed}
+}
+
+// TestLateAttemptTakesNothing: an attempt that reaches Redis after its
+// waiter gave up takes nothing, even when the lock is free by then and
+// the waiter's cleanups (its dequeue, the release of its token) came
+// first. Granted, it would hold the lock for its whole TTL for nobody.
+func TestLateAttemptTakesNothing(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := ctxT(t)
+	holder := lockerWith(t, client(t, srv.Addr), redislock.Config{})
+	defer holder.Close()
+	wc := client(t, srv.Addr)
+	landed := make(chan struct{}, 1)
+	wc.AddHook(sendLate(400*time.Millisecond, landed))
+	waiter := lockerWith(t, wc, redislock.Config{})
+	defer waiter.Close()
+
+	const name = "late-attempt"
+	ls, err := holder.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := waiter.Acquire(ctx, name, dlock.WithWait(150*time.Millisecond), dlock.WithTTL(time.Minute)); err == nil {
+		t.Fatal("the waiter was granted a lock that was held all through its wait")
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-landed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter's held-back attempt never reached Redis")
+	}
+	if h, held, err := holder.Inspect(ctx, name); err != nil || held {
+		t.Fatalf("after the waiter's late attempt the lock is held (%v, %+v, %v), want free", held, h, err)
+	}
+	if n := wc.ZCard(ctx, keys.Queue(name)).Val(); n != 0 {
+		t.Errorf("%d queued after the late attempt, want none", n)
+	}
+}
+
+// TestLateAttemptFreesItsHandOff: a late attempt that finds the lock
+// handed to its own token (the release came while its caller still
+// queued, the message was lost) frees it, and tells the next waiter in
+// the queue to try; a late attempt never touches a lock another token
+// holds.
+func TestLateAttemptFreesItsHandOff(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := ctxT(t)
+	c := client(t, srv.Addr)
+	const name = "late-hand-off"
+	ks := keys.Set(name, false)
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := now.Add(-time.Second).UnixMilli()
+	// The lock handed to "gone", queued behind it "next".
+	c.Set(ctx, keys.Lock(name), "gone\n7\nhost/1", time.Minute)
+	c.ZAdd(ctx, keys.Queue(name), redis.Z{Score: 1, Member: "next"})
+	sub := c.Subscribe(ctx, keys.WaiterChannel(name, "next"))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := redislock.AcquireScript.Run(ctx, c, ks, "gone", 60000, "host/1", 3000, 1, past, 0).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply[0] != int64(0) || reply[3] != int64(-3) {
+		t.Fatalf("late attempt's reply %v, want not granted, -3 (after its deadline)", reply)
+	}
+	if n := c.Exists(ctx, keys.Lock(name)).Val(); n != 0 {
+		t.Error("the lock handed to the late attempt's token is still held")
+	}
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil || msg.Payload != "" {
+		t.Fatalf("next waiter's message %v, %v, want its turn to try", msg, err)
+	}
+	// Held by another token: untouched, described.
+	c.Set(ctx, keys.Lock(name), "other\n8\nhost/2", time.Minute)
+	reply, err = redislock.AcquireScript.Run(ctx, c, ks, "gone", 60000, "host/1", 3000, 1, past, 0).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply[0] != int64(0) || reply[2] != "host/2" || c.Get(ctx, keys.Lock(name)).Val() != "other\n8\nhost/2" {
+		t.Fatalf("late attempt against another holder: reply %v, lock %q", reply, c.Get(ctx, keys.Lock(name)).Val())
+	}
 }

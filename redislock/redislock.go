@@ -190,6 +190,13 @@ type redisDriver struct {
 	// workers run the calls of bounded when the client does not honour
 	// deadlines.
 	workers *workers
+	// skew is the server's clock minus this host's, in µs, as the last
+	// queued attempt's reply (or the TIME read by New) showed it: the
+	// server time in the reply less the time the reply arrived, so at most
+	// the true skew, below it by that call's latency. A queued attempt
+	// sends its caller's deadline on the server's clock with it
+	// (waitDeadline).
+	skew atomic.Int64
 	// bg tracks best-effort cleanups (leaving a queue, undoing a grant
 	// that replicas did not confirm) that run after the call that needed
 	// them has returned by its deadline; Close waits for them.
@@ -216,6 +223,9 @@ func (d *redisDriver) prepare() {
 	defer cancel()
 	if loadScripts(ctx, d.client) == nil {
 		warnPersistence(ctx, d.client, d.log())
+		if t, err := d.client.Time(ctx).Result(); err == nil {
+			d.sampleSkew(uint64(t.UnixMicro()))
+		}
 	}
 }
 
