@@ -56,7 +56,7 @@ func TestLeaseFenceAfterBlockedGrant(t *testing.T) {
 				ls, err := c.take(ctx(t), l, name)
 				done <- result{ls, err}
 			}()
-			waitBlocked(t, d, name)
+			blockedOnRow(t, d)
 			// The other grant draws its fence, and is released, before the
 			// blocked statement sees the row again.
 			var other int64
@@ -75,23 +75,5 @@ func TestLeaseFenceAfterBlockedGrant(t *testing.T) {
 				t.Errorf("granted after a grant of fence %d with fence %d, want above it", other, r.ls.Fence())
 			}
 		})
-	}
-}
-
-// waitBlocked waits until a statement on the database waits for a row
-// lock.
-func waitBlocked(t *testing.T, d *db, name string) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		var n int
-		if err := d.admin.QueryRow(ctx(t), `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no statement on %s waited for its row within 30 s", name)
-		}
 	}
 }

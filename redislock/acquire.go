@@ -29,7 +29,7 @@ func (d *redisDriver) attempt(ctx context.Context, req driver.Request, q queuing
 		g  driver.Grant
 		us uint64
 	}
-	r, err := bounded(ctx, d, func() (reply, error) {
+	r, err := boundedAfter(ctx, d, func() (reply, error) {
 		var r reply
 		var err error
 		if d.cfg.replicas > 0 {
@@ -38,6 +38,15 @@ func (d *redisDriver) attempt(ctx context.Context, req driver.Request, q queuing
 			r.g, r.us, err = d.acquire(ctx, d.calls, req, q)
 		}
 		return r, err
+	}, func(r reply, err error) {
+		// Given up on: whatever the attempt won or queued is undone
+		// after it, not before (the caller's own cleanups may have
+		// reached Redis first). A place in the queue, a grant, or an
+		// outcome unknown (a grant, maybe) leaves through dequeue, which
+		// frees a lock held by the token and wakes the next waiter.
+		if q.placeTTL > 0 || r.g.Acquired || err != nil {
+			d.leave(req)
+		}
 	})
 	return r.g, r.us, err
 }

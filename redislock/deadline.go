@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +32,19 @@ type result[T any] struct {
 // does not honour it: fn then finishes in the background (within the
 // client's own timeouts) and its outcome is dropped. An acquire dropped
 // this way may have been applied; the portable layer releases the token
-// of every abandoned attempt.
+// of every abandoned attempt, and an attempt undoes itself once its reply
+// comes (boundedAfter).
 func bounded[T any](ctx context.Context, d *redisDriver, fn func() (T, error)) (T, error) {
+	return boundedAfter(ctx, d, fn, nil)
+}
+
+// boundedAfter is bounded, and when its caller gave up on fn, calls after
+// with fn's outcome once fn returns (or at once, with errClosing, if the
+// driver closes first), tracked by d.bg. A cleanup that must follow what
+// fn did goes there: one sent when the caller gave up can reach Redis
+// before fn's own request (fn waits for a connection, or is descheduled
+// before its write), and is then undone by it.
+func boundedAfter[T any](ctx context.Context, d *redisDriver, fn func() (T, error), after func(T, error)) (T, error) {
 	if d.honours || ctx.Done() == nil {
 		return fn()
 	}
@@ -45,10 +57,32 @@ func bounded[T any](ctx context.Context, d *redisDriver, fn func() (T, error)) (
 	case r := <-ch:
 		return r.v, r.err
 	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
 	}
+	select {
+	case r := <-ch: // fn answered as ctx ended: its answer stands
+		return r.v, r.err
+	default:
+	}
+	if after != nil {
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			select {
+			case r := <-ch:
+				after(r.v, r.err)
+			case <-d.closing:
+				var zero T
+				after(zero, errClosing)
+			}
+		}()
+	}
+	var zero T
+	return zero, ctx.Err()
 }
+
+// errClosing is the outcome boundedAfter gives after when the driver
+// closed before an abandoned call answered.
+var errClosing = errors.New("redislock: the driver is closing")
 
 // workerIdle is how long an idle worker of bounded waits for another call
 // before it exits.

@@ -62,10 +62,13 @@
 // server's clock: each queued attempt's reply (and a TIME read by New)
 // shows the skew between the two clocks, to within the call's latency,
 // and the deadline sent is never later than the waiter's, at most that
-// latency earlier. A waiter without a deadline (canceled, or waiting
-// longer than its place's three seconds) has none to send: an attempt of
-// it that lands after it gave up is undone by its cleanups only. A batch release (Locker.Close) hands each lock off the same
-// way, in the same script. Where the lock is freed without a release (its
+// latency earlier. An attempt sent with more than three seconds of its
+// wait left (or with no deadline at all) carries none, and one whose
+// caller is canceled has no deadline to miss: such an attempt, given up
+// on while in flight, is undone once its reply comes (it leaves the queue
+// and frees a lock it won), whichever order it and its caller's cleanups
+// reached Redis in. A batch release (Locker.Close) hands each lock off the
+// same way, in the same script. Where the lock is freed without a release (its
 // holder's TTL ran out, which the waiters find by polling, or a waiter
 // handed it back as it left the queue) the head takes it with an attempt
 // of its own, and a dead head costs the others at most the three seconds

@@ -240,3 +240,67 @@ func TestLateAttemptFreesItsHandOff(t *testing.T) {
 		t.Fatalf("late attempt against another holder: reply %v, lock %q", reply, c.Get(ctx, keys.Lock(name)).Val())
 	}
 }
+
+// TestCanceledAttemptTakesNothing: an attempt whose caller was canceled
+// (a context with no deadline, or a wait longer than the place's three
+// seconds: no deadline travels with it) and that reaches Redis after the
+// caller's cleanups, when the lock is free, does not keep the lock for
+// nobody: it is freed as soon as its reply comes, not when its TTL (a
+// minute here) runs out.
+func TestCanceledAttemptTakesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wait time.Duration
+	}{{"single attempt", 0}, {"wait", 10 * time.Second}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testserver.Redis(t)
+			ctx := ctxT(t)
+			holder := lockerWith(t, client(t, srv.Addr), redislock.Config{})
+			defer holder.Close()
+			wc := client(t, srv.Addr)
+			landed := make(chan struct{}, 1)
+			wc.AddHook(sendLate(400*time.Millisecond, landed))
+			waiter := lockerWith(t, wc, redislock.Config{})
+			defer waiter.Close()
+
+			const name = "canceled-attempt"
+			var ls *dlock.Lease
+			if tc.wait > 0 {
+				var err error
+				if ls, err = holder.Acquire(ctx, name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(150*time.Millisecond, cancel)
+			if _, err := waiter.Acquire(wctx, name, dlock.WithWait(tc.wait), dlock.WithTTL(time.Minute)); !errors.Is(err, context.Canceled) {
+				t.Fatalf("acquire under a context canceled mid-attempt: %v, want context.Canceled", err)
+			}
+			if ls != nil {
+				if err := ls.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-landed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter's held-back attempt never reached Redis")
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				h, held, err := holder.Inspect(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !held {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("5 s after the canceled attempt landed the lock is held (%+v), want free", h)
+				}
+			}
+			if n := wc.ZCard(ctx, keys.Queue(name)).Val(); n != 0 {
+				t.Errorf("%d queued after the canceled attempt, want none", n)
+			}
+		})
+	}
+}

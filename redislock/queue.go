@@ -157,10 +157,22 @@ func nextPoll(h driver.Holder) time.Duration {
 // background and detached from ctx (usually done by now), so that the
 // caller returns by its deadline; Close waits for it.
 func (d *redisDriver) dequeue(ctx context.Context, req driver.Request) {
+	d.background(ctx, func(ctx context.Context) { d.runDequeue(ctx, req) })
+}
+
+// leave is dequeue run in the calling goroutine, bounded by
+// cleanupTimeout.
+func (d *redisDriver) leave(req driver.Request) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	d.runDequeue(ctx, req)
+}
+
+// runDequeue sends the dequeue script: req's token leaves the name's
+// queue, and a lock it holds is freed.
+func (d *redisDriver) runDequeue(ctx context.Context, req driver.Request) {
 	keys := []string{d.keys.Lock(req.Name), d.keys.Queue(req.Name), d.keys.Deadlines(req.Name), d.keys.Asks(req.Name)}
-	d.background(ctx, func(ctx context.Context) {
-		_ = dequeueScript.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
-	})
+	_ = dequeueScript.Run(ctx, d.client, keys, req.Token, d.keys.Channel(req.Name)).Err()
 }
 
 // cleanupTimeout bounds each background cleanup.

@@ -201,6 +201,10 @@ type redisDriver struct {
 	// that replicas did not confirm) that run after the call that needed
 	// them has returned by its deadline; Close waits for them.
 	bg sync.WaitGroup
+	// closing is closed when Close begins: cleanups waiting for a call
+	// their caller gave up on run at once instead (boundedAfter).
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
@@ -209,6 +213,7 @@ func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDrive
 	_, d.cluster = client.(*redis.ClusterClient)
 	d.honours = honoursDeadlines(client)
 	d.workers = newWorkers()
+	d.closing = make(chan struct{})
 	d.notify = rediscore.NewMux(client, nil)
 	if cfg.logger != nil {
 		d.useLogger(cfg.logger)
@@ -326,6 +331,7 @@ func outcome(n int64) error {
 // Close stops the release subscription and, when the driver was opened
 // from a URL, closes its client.
 func (d *redisDriver) Close() error {
+	d.closeOnce.Do(func() { close(d.closing) })
 	d.bg.Wait()
 	err := d.notify.Close()
 	if d.owned {
