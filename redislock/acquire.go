@@ -63,6 +63,9 @@ func (d *redisDriver) acquire(ctx context.Context, c redis.Scripter, req driver.
 		return driver.Grant{}, 0, err
 	}
 	us, _ := parseFence(reply[len(reply)-1])
+	if !g.Acquired {
+		d.contention.held(req.Name, time.Now())
+	}
 	if q.placeTTL > 0 {
 		d.sampleSkew(us)
 	}

@@ -27,7 +27,12 @@
 // hands the lock to the waiter at the head of the queue, with a fresh
 // fence, inside the release script, and wakes only that waiter (the
 // message "p FENCE TIME PX" on its own channel): no other waiter in the
-// system is woken, and no waiter races another.
+// system is woken, and no waiter races another. A waiter subscribes to
+// its channel on the Locker's pub/sub connection once its first attempt
+// has queued it, and attempts again (a release may have come before the
+// subscription was in place); on a name its Locker found held within
+// the last second it subscribes first, and one attempt queues it. Once
+// granted it leaves the channel without waiting for Redis to confirm.
 //
 // A hand-off is provisional: the lock is the head's for one second (its
 // TTL if shorter), and the message is the head's grant for that second

@@ -276,3 +276,64 @@ func TestFairHandOffReplicaSync(t *testing.T) {
 		}
 	}
 }
+
+// TestFairWaitOnHeldNameAttemptsOnce: a wait on a name this Locker found
+// held a moment ago subscribes before it attempts, so one attempt queues
+// it (a wait on a name not seen held attempts, subscribes, and attempts
+// again, since a release may have come in between), and the release's
+// hand-off still reaches it: it is granted with no attempt after the
+// release.
+func TestFairWaitOnHeldNameAttemptsOnce(t *testing.T) {
+	srv := testserver.Redis(t)
+	c := client(t, srv.Addr)
+	ctx := ctxT(t)
+	hook := &shaCounter{sha: redislock.AcquireScript.Hash()}
+	c.AddHook(hook)
+	l := lockerWith(t, c, redislock.Config{})
+	defer l.Close()
+	other := locker(t, client(t, srv.Addr))
+	defer other.Close()
+	const name = "fair/held-name"
+
+	// wait acquires name, waiting, once other holds it; it returns the
+	// acquire attempts the wait sent before other released, and after.
+	wait := func() (before, after int) {
+		t.Helper()
+		holder, err := other.Acquire(ctx, name, dlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hook.reset()
+		got := make(chan *dlock.Lease, 1)
+		go func() {
+			ls, err := l.Acquire(ctx, name, dlock.WithTTL(time.Minute), dlock.WithWait(30*time.Second))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- ls
+		}()
+		for c.ZCard(ctx, keys.Queue(name)).Val() == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // room for a second attempt, were one sent
+		before, _ = hook.reset()
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ls := <-got
+		if ls == nil {
+			t.FailNow()
+		}
+		after, _ = hook.reset()
+		if err := ls.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return before, after
+	}
+	if before, after := wait(); before != 2 || after != 0 {
+		t.Errorf("a wait on a name not seen held sent %d attempts before the release and %d after, want 2 and 0", before, after)
+	}
+	if before, after := wait(); before != 1 || after != 0 {
+		t.Errorf("a wait on a name seen held a moment ago sent %d attempts before the release and %d after, want 1 and 0", before, after)
+	}
+}

@@ -40,9 +40,19 @@ func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, 
 // most subscribeTimeout, until Redis confirmed the subscription. stop
 // returns once the UNSUBSCRIBE of the channel's last waiter is sent.
 func (d *redisDriver) subscribe(ctx context.Context, channel string, w *rediscore.Waiter) (func(), error) {
+	return d.subscribeWith(ctx, channel, w, d.notify.Subscribe)
+}
+
+// subscribeOwn is subscribe for a channel of w's own (rediscore.Mux's
+// SubscribeOwn): stop returns at once.
+func (d *redisDriver) subscribeOwn(ctx context.Context, channel string, w *rediscore.Waiter) (func(), error) {
+	return d.subscribeWith(ctx, channel, w, d.notify.SubscribeOwn)
+}
+
+func (d *redisDriver) subscribeWith(ctx context.Context, channel string, w *rediscore.Waiter, sub func(context.Context, string, *rediscore.Waiter) (func(), error)) (func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
 	defer cancel()
-	stop, err := d.notify.Subscribe(ctx, channel, w)
+	stop, err := sub(ctx, channel, w)
 	if errors.Is(err, rediscore.ErrClosed) {
 		return nil, fmt.Errorf("redislock: %w", err)
 	}

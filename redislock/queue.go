@@ -53,13 +53,17 @@ type fairDriver struct{ *redisDriver }
 var _ driver.Queuer = fairDriver{}
 
 // AcquireWait implements driver.Queuer: it attempts, subscribes to its
-// own channel, and waits: any message there (a hand-off, or its turn to
+// own channel (before the attempt, on a name found held lately:
+// subscribeFirst), and waits: any message there (a hand-off, or its turn to
 // try), the holder's TTL running out, or waiterPoll makes it attempt
 // again, until granted or ctx is done. An attempt that finds the lock
 // handed to it confirms the hand-off, and the lease counts from that
 // attempt's send time. It returns at the first backend error; on any
 // failure it gives up its place in the queue.
 func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if d.contention.recent(req.Name, time.Now()) {
+		return d.subscribeFirst(ctx, req)
+	}
 	sent := time.Now()
 	g, us, err := d.attempt(ctx, req, queuing{placeTTL: placeTTL})
 	if g.Acquired {
@@ -74,10 +78,26 @@ func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver
 	// A listener: the waiter is alone on its channel, and each message's
 	// payload matters (a hand-off, or its turn to try: "").
 	w := rediscore.NewListener(1)
-	if stop, werr := d.subscribe(ctx, d.keys.WaiterChannel(req.Name, req.Token), w); werr == nil {
+	if stop, werr := d.subscribeOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token), w); werr == nil {
 		defer stop()
 	}
 	g, err = d.waitLoop(ctx, req, w.Messages(), g, queuing{placeTTL: placeTTL, arrival: us}, driver.Turn{Sent: sent, Ran: int64(us)})
+	if err != nil || !g.Acquired {
+		d.dequeue(ctx, req)
+	}
+	return g, err
+}
+
+// subscribeFirst is AcquireWait on a name found held lately: it
+// subscribes to its own channel first, and then attempts only once before
+// it waits (a release after that attempt finds the subscription in
+// place). Were the subscription to fail, it waits by polling.
+func (d fairDriver) subscribeFirst(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	w := rediscore.NewListener(1)
+	if stop, err := d.subscribeOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token), w); err == nil {
+		defer stop()
+	}
+	g, err := d.waitLoop(ctx, req, w.Messages(), driver.Grant{}, queuing{placeTTL: placeTTL}, driver.Turn{})
 	if err != nil || !g.Acquired {
 		d.dequeue(ctx, req)
 	}
@@ -120,6 +140,9 @@ func (d fairDriver) waitLoop(ctx context.Context, req driver.Request, wake <-cha
 			return g, nil
 		}
 		last, at = g, driver.Turn{Sent: sent, Ran: int64(us)}
+		if q.arrival == 0 {
+			q.arrival = us // a caller dropped from the queue rejoins at its first attempt's place
+		}
 	}
 }
 

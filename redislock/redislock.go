@@ -205,6 +205,9 @@ type redisDriver struct {
 	// their caller gave up on run at once instead (boundedAfter).
 	closing   chan struct{}
 	closeOnce sync.Once
+	// contention remembers the names attempts found held lately: a queued
+	// wait on one subscribes before it attempts.
+	contention *contention
 }
 
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
@@ -214,6 +217,7 @@ func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDrive
 	d.honours = honoursDeadlines(client)
 	d.workers = newWorkers()
 	d.closing = make(chan struct{})
+	d.contention = newContention()
 	d.notify = rediscore.NewMux(client, nil)
 	if cfg.logger != nil {
 		d.useLogger(cfg.logger)

@@ -103,6 +103,14 @@ func (m *Mux) Watch(channel string, w *Waiter) (*Confirm, error) {
 // this connection. It is closed at once when no UNSUBSCRIBE is needed,
 // and as soon as it fails or the Mux is closed.
 func (m *Mux) Unwatch(channel string, w *Waiter) <-chan struct{} {
+	return m.unwatch(channel, w, true)
+}
+
+// unwatch is Unwatch; untracked, the UNSUBSCRIBE's confirmation is not
+// awaited, and the channel returned is closed at once. Only a channel
+// whose every UNSUBSCRIBE is untracked (a waiter's own) may go untracked:
+// a tracked one would take the other's confirmation for its own.
+func (m *Mux) unwatch(channel string, w *Waiter, tracked bool) <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ch := m.chans[channel]
@@ -114,6 +122,10 @@ func (m *Mux) Unwatch(channel string, w *Waiter) <-chan struct{} {
 		return closedChan
 	}
 	delete(m.chans, channel)
+	if !tracked {
+		m.enqueue(subCmd{channel: channel})
+		return closedChan
+	}
 	left := make(chan struct{})
 	m.leave[channel] = append(m.leave[channel], left)
 	m.enqueue(subCmd{channel: channel, left: left})
@@ -130,11 +142,33 @@ var closedChan = func() chan struct{} {
 // for ctx. stop is Unwatch, waiting (at most 5 s) for the confirmation of
 // its UNSUBSCRIBE; it is safe to call more than once.
 func (m *Mux) Subscribe(ctx context.Context, channel string, w *Waiter) (stop func(), err error) {
+	return m.subscribe(ctx, channel, w, true)
+}
+
+// SubscribeOwn is Subscribe for a channel of w's own (a queued waiter's,
+// named for its token), that no other waiter watches and only w's owner
+// may watch again: stop queues the UNSUBSCRIBE and returns at once,
+// without waiting for its confirmation. A message that comes after stop
+// reaches nobody, or the channel's next waiter if it is watched again
+// meanwhile (the UNSUBSCRIBE and the SUBSCRIBE go out in that order).
+// Waiting would hold a waiter that was just granted for a round trip on
+// the pub/sub connection before it can go ahead.
+func (m *Mux) SubscribeOwn(ctx context.Context, channel string, w *Waiter) (stop func(), err error) {
+	return m.subscribe(ctx, channel, w, false)
+}
+
+func (m *Mux) subscribe(ctx context.Context, channel string, w *Waiter, await bool) (stop func(), err error) {
 	conf, err := m.Watch(channel, w)
 	if err != nil {
 		return nil, err
 	}
-	stop = sync.OnceFunc(func() { m.awaitLeft(channel, m.Unwatch(channel, w)) })
+	stop = sync.OnceFunc(func() {
+		if await {
+			m.awaitLeft(channel, m.Unwatch(channel, w))
+		} else {
+			m.unwatch(channel, w, false)
+		}
+	})
 	select {
 	case <-conf.Done():
 		err = conf.Err()

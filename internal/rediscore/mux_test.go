@@ -253,3 +253,61 @@ func TestMuxFresh(t *testing.T) {
 		t.Fatalf("no message within %s", bound)
 	}
 }
+
+// TestMuxSubscribeOwn: the stop of a waiter's own channel returns without
+// waiting for Redis (here paused) to confirm the UNSUBSCRIBE, which still
+// takes effect; subscribed again at once, the channel's new waiter gets
+// its messages.
+func TestMuxSubscribeOwn(t *testing.T) {
+	_, c := server(t)
+	m := newMux(t, c)
+	const ch = "own/1"
+	stop, err := m.SubscribeOwn(t.Context(), ch, rediscore.NewWaiter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pause = 3 * time.Second
+	paused := time.Now()
+	if err := c.Do(t.Context(), "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if time.Since(paused) >= pause {
+		t.Fatalf("stop returned after %v, once Redis (paused for %v) could answer: it waited for the UNSUBSCRIBE's confirmation", time.Since(paused), pause)
+	}
+	for deadline := time.Now().Add(bound); numSub(t, c, ch) != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the UNSUBSCRIBE never took effect")
+		}
+	}
+	// Watched again: the SUBSCRIBE follows the UNSUBSCRIBE, and the
+	// channel's messages reach its new waiter.
+	w := rediscore.NewListener(1)
+	stop2, err := m.SubscribeOwn(t.Context(), ch, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop3, err := m.SubscribeOwn(t.Context(), ch, rediscore.NewWaiter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop3()
+	stop2()
+	stop4, err := m.SubscribeOwn(t.Context(), ch, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop4()
+	if n := numSub(t, c, ch); n != 1 {
+		t.Fatalf("NUMSUB %s = %d after leaving and watching again, want 1", ch, n)
+	}
+	c.Publish(t.Context(), ch, "hello")
+	select {
+	case msg := <-w.Messages():
+		if msg != "hello" {
+			t.Errorf("got %q, want hello", msg)
+		}
+	case <-time.After(bound):
+		t.Fatal("the channel's new waiter never got its message")
+	}
+}
