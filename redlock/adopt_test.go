@@ -21,6 +21,7 @@ func TestAdoptNeedsMajority(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ns.settled(t, name)
 		return ls
 	}
 

@@ -85,6 +85,20 @@ func (ns *nodes) expire(t testing.TB, name string, which ...int) {
 	}
 }
 
+// settled waits until every node holds name: a grant returns once a
+// majority holds it, and a slower node's write can land after the test's
+// next step.
+func (ns *nodes) settled(t testing.TB, name string) {
+	t.Helper()
+	for i, c := range ns.admin {
+		for deadline := time.Now().Add(10 * time.Second); c.Exists(context.Background(), layout.Lock(name)).Val() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d never got %q", i, name)
+			}
+		}
+	}
+}
+
 // steal makes a foreign token hold name on a majority of the nodes.
 func (ns *nodes) steal(t testing.TB, name string) {
 	t.Helper()
