@@ -296,8 +296,9 @@ func TestFairWaitOnHeldNameAttemptsOnce(t *testing.T) {
 	const name = "fair/held-name"
 
 	// wait acquires name, waiting, once other holds it; it returns the
-	// acquire attempts the wait sent before other released, and after.
-	wait := func() (before, after int) {
+	// acquire attempts the wait sent before other released (once it sent
+	// want, and a moment later), and after.
+	wait := func(want int) (before, after int) {
 		t.Helper()
 		holder, err := other.Acquire(ctx, name, dlock.WithTTL(time.Minute))
 		if err != nil {
@@ -312,10 +313,12 @@ func TestFairWaitOnHeldNameAttemptsOnce(t *testing.T) {
 			}
 			got <- ls
 		}()
-		for c.ZCard(ctx, keys.Queue(name)).Val() == 0 {
-			time.Sleep(5 * time.Millisecond)
+		for deadline := time.Now().Add(10 * time.Second); c.ZCard(ctx, keys.Queue(name)).Val() == 0 || hook.count() < want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the waiter did not queue with %d attempts: %d sent", want, hook.count())
+			}
 		}
-		time.Sleep(50 * time.Millisecond) // room for a second attempt, were one sent
+		time.Sleep(50 * time.Millisecond) // room for one more attempt, were one sent
 		before, _ = hook.reset()
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -330,10 +333,10 @@ func TestFairWaitOnHeldNameAttemptsOnce(t *testing.T) {
 		}
 		return before, after
 	}
-	if before, after := wait(); before != 2 || after != 0 {
+	if before, after := wait(2); before != 2 || after != 0 {
 		t.Errorf("a wait on a name not seen held sent %d attempts before the release and %d after, want 2 and 0", before, after)
 	}
-	if before, after := wait(); before != 1 || after != 0 {
+	if before, after := wait(1); before != 1 || after != 0 {
 		t.Errorf("a wait on a name seen held a moment ago sent %d attempts before the release and %d after, want 1 and 0", before, after)
 	}
 }

@@ -59,6 +59,13 @@ func (c *counter) add(cmd redis.Cmder) {
 	c.n++
 }
 
+// count is how many commands were counted since the last reset.
+func (c *counter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
 func (c *counter) reset() (int, map[string]int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
