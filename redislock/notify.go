@@ -38,7 +38,8 @@ func (d *redisDriver) Watch(ctx context.Context, name string) (<-chan struct{}, 
 // subscribe adds w to channel on the driver's one pub/sub connection
 // (d.notify, shared by every waiter and by WatchEvictions) and waits, at
 // most subscribeTimeout, until Redis confirmed the subscription. stop
-// returns once the UNSUBSCRIBE of the channel's last waiter is sent.
+// returns once Redis confirmed the UNSUBSCRIBE of the channel's last
+// waiter (at most 5 s later).
 func (d *redisDriver) subscribe(ctx context.Context, channel string, w *rediscore.Waiter) (func(), error) {
 	return d.subscribeWith(ctx, channel, w, d.notify.Subscribe)
 }
