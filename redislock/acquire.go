@@ -88,8 +88,12 @@ func (d *redisDriver) acquireCmd(ctx context.Context, c redis.Scripter, req driv
 		// as 0, and each argument sent costs the server a string.
 		return acquireScript.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner)
 	}
+	if q.inbox == "" {
+		return acquireScript.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, q.placeTTL.Milliseconds(),
+			waitLeft(ctx, q.placeTTL), waitDeadline(ctx, q.placeTTL, d.skew.Load()), q.arrival)
+	}
 	return acquireScript.Run(ctx, c, keys, req.Token, ttlMillis(req.TTL), req.Owner, q.placeTTL.Milliseconds(),
-		waitLeft(ctx, q.placeTTL), waitDeadline(ctx, q.placeTTL, d.skew.Load()), q.arrival)
+		waitLeft(ctx, q.placeTTL), waitDeadline(ctx, q.placeTTL, d.skew.Load()), q.arrival, q.inbox)
 }
 
 // waitDeadline is ctx's deadline in Unix ms on the server's clock (this

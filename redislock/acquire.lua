@@ -27,7 +27,10 @@
 -- first attempt): a caller that is not queued (its place was dropped
 -- while it was alive: a hand-off it confirmed after the hand-off lease
 -- ran out, or a pause longer than its place's TTL) rejoins at that place,
--- not at the tail.
+-- not at the tail. ARGV[8] (optional, '' for none) is the inbox of the
+-- caller's Locker: the channel on which it is told, with its token, of a
+-- hand-off or its turn to try (tell), recorded with its request in the
+-- asks hash when it queues; without one, it is told on its own channel.
 -- The lock's value is "token\nfence\nowner".
 -- A single attempt (ARGV[4] 0) that finds the lock held sets the watched
 -- mark for 30 s: while it is set, the release publishes on the release
@@ -48,7 +51,7 @@ local deadline = tonumber(ARGV[6] or '0') or 0
 if deadline > 0 and now >= deadline * 1000 then
   redis.call('ZREM', KEYS[3], ARGV[1])
   redis.call('ZREM', KEYS[4], ARGV[1])
-  redis.call('HDEL', KEYS[6], ARGV[1])
+  redis.call('HDEL', KEYS[6], ARGV[1], ARGV[1] .. '\n')
   local v = redis.call('GET', KEYS[1])
   if v then
     local holder, fence, owner = string.match(v, '^([^\n]*)\n([^\n]*)\n(.*)$')
@@ -58,7 +61,7 @@ if deadline > 0 and now >= deadline * 1000 then
     redis.call('DEL', KEYS[1])
     local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
     if head then
-      redis.call('PUBLISH', KEYS[1] .. ':released:' .. head, '')
+      tell(KEYS[1] .. ':released', head, '', inboxOf(KEYS[6], head))
     end
   end
   return {0, '0', 'nobody (free; this attempt reached the server after its deadline)', -3, us}
@@ -108,11 +111,16 @@ local arrival = us
 if rejoin > 0 then
   arrival = ARGV[7]
 end
+local inbox = ARGV[8] or ''
 local function enqueue()
   if placettl > 0 then
     redis.call('ZADD', KEYS[3], 'NX', arrival, tok)
     redis.call('ZADD', KEYS[4], lapse, tok)
-    redis.call('HSET', KEYS[6], tok, ARGV[2] .. '\n' .. ARGV[3])
+    if inbox ~= '' then
+      redis.call('HSET', KEYS[6], tok, ARGV[2] .. '\n' .. ARGV[3], tok .. '\n', inbox)
+    else
+      redis.call('HSET', KEYS[6], tok, ARGV[2] .. '\n' .. ARGV[3])
+    end
     redis.call('PEXPIRE', KEYS[3], 2 * placettl)
     redis.call('PEXPIRE', KEYS[4], 2 * placettl)
     redis.call('PEXPIRE', KEYS[6], 2 * placettl)
@@ -138,7 +146,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   for _, w in ipairs(dead) do
     redis.call('ZREM', KEYS[3], w)
     redis.call('ZREM', KEYS[4], w)
-    redis.call('HDEL', KEYS[6], w)
+    redis.call('HDEL', KEYS[6], w, w .. '\n')
   end
   local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
   local head = first[1]
@@ -151,7 +159,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   end
   redis.call('ZREM', KEYS[3], tok)
   redis.call('ZREM', KEYS[4], tok)
-  redis.call('HDEL', KEYS[6], tok)
+  redis.call('HDEL', KEYS[6], tok, tok .. '\n')
 end
 -- Migration from the per-name counters of older versions: fold the
 -- name's counter into the fence, then drop it.

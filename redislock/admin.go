@@ -83,7 +83,7 @@ func (d *redisDriver) scanNames(ctx context.Context, prefix string) ([]string, e
 // eviction of a held lock is announced on the eviction channel, where the
 // evicted holder's Locker (WatchEvictions) learns of it at once.
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) (driver.Holder, bool, uint64, error) {
-	keys := []string{d.keys.Lock(name), d.keys.Counter(name, d.cluster), d.keys.Queue(name), d.keys.LegacyFence(name)}
+	keys := []string{d.keys.Lock(name), d.keys.Counter(name, d.cluster), d.keys.Queue(name), d.keys.LegacyFence(name), d.keys.Asks(name)}
 	reply, err := forceReleaseScript.Run(ctx, d.client, keys, d.keys.Channel(name)).Slice()
 	if err != nil {
 		return driver.Holder{}, false, 0, rediscore.Classify(err)

@@ -14,11 +14,12 @@ const contendedFor = time.Second
 // lately, in a fixed number of slots (a name shares its slot with the
 // names that hash alike; the last one seen keeps it), so that it costs
 // the same however many names there are. A queued wait on a name seen
-// held subscribes to its own channel before its first attempt, which
-// then is its only one; on any other name it attempts first, and
-// subscribes only if that attempt queued (then attempting again: a
-// release may have come before the subscription was in place). A name
-// forgotten or mistaken for another only costs a wait the longer path.
+// held listens (on the driver's inbox, subscribed first if it is not yet)
+// before its first attempt, which then is its only one; on any other name,
+// while the inbox is not subscribed, it attempts first, and listens only
+// if that attempt queued (then attempting again: a release may have come
+// before it listened). A name forgotten or mistaken for another only
+// costs a wait the longer path.
 type contention struct {
 	seed  maphash.Seed
 	slots [256]atomic.Pointer[heldAt]

@@ -26,13 +26,21 @@
 // further: waiters queue in Redis, first come first served, and a release
 // hands the lock to the waiter at the head of the queue, with a fresh
 // fence, inside the release script, and wakes only that waiter (the
-// message "p FENCE TIME PX" on its own channel): no other waiter in the
-// system is woken, and no waiter races another. A waiter subscribes to
-// its channel on the Locker's pub/sub connection once its first attempt
-// has queued it, and attempts again (a release may have come before the
-// subscription was in place); on a name its Locker found held within
-// the last second it subscribes first, and one attempt queues it. Once
-// granted it leaves the channel without waiting for Redis to confirm.
+// message "p FENCE TIME PX" on its Locker's inbox, led by its token): no
+// other waiter in the system is woken, and no waiter races another. The
+// inbox is one channel per Locker, prefix inbox:ID (ID 128 random bits),
+// subscribed on the Locker's pub/sub connection at its first queued wait
+// and kept until Close: a wait costs no SUBSCRIBE or UNSUBSCRIBE of its
+// own. A waiter's attempts name the inbox, which the queue keeps with the
+// waiter's request. The first wait of a Locker subscribes it once its
+// first attempt has queued it, and attempts again (a release may have
+// come before the subscription was in place); later waits listen first,
+// and one attempt queues them. A Locker that cannot subscribe its inbox
+// (Redis does not confirm within 5 s) has each waiter subscribe a channel
+// of its own, prefix{name}:released:TOKEN, as versions before inboxes
+// did; their scripts know only those channels, so during a rolling
+// upgrade a waiter of this version behind a release of an older one is
+// not told, and finds the lock when it next polls (within a second).
 //
 // A hand-off is provisional: the lock is the head's for one second (its
 // TTL if shorter), and the message is the head's grant for that second
@@ -96,8 +104,10 @@
 // nobody waits), prefix{name}:watched (the watched mark, which expires
 // 30 s after a waiter last set it), prefix{name}:runs and
 // prefix{name}:runs:slots (the run ledger, below; no expiry), and the
-// channels prefix{name}:released and prefix{name}:released:TOKEN (one per
-// queued waiter). A '}' in a name is stored as %7D. The fence counter is
+// channels prefix{name}:released, prefix + "inbox:ID" (one per Locker) and,
+// for the waiters of a Locker without its inbox, prefix{name}:released:TOKEN.
+// The asks hash keeps a waiter's request under its token, and under the
+// field TOKEN followed by a newline the inbox its attempts named. A '}' in a name is stored as %7D. The fence counter is
 // prefix + "fence", one per server, or in a Cluster prefix + "fence:{TAG}",
 // one per hash slot (TAG a short string chosen to hash to the slot): a
 // released name leaves no key but its run ledger, if RunOnce used it.

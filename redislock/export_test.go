@@ -6,3 +6,10 @@ var (
 	AcquireScript = acquireScript
 	DequeueScript = dequeueScript
 )
+
+// The scripts that wake a queued waiter, for the tests that run them
+// bare.
+var (
+	ReleaseScript      = releaseScript
+	ForceReleaseScript = forceReleaseScript
+)

@@ -158,14 +158,7 @@ func TestFairHandOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *dlock.Lease, 1)
-	go func() {
-		ls, err := l.Acquire(ctx, "fair/handoff", dlock.WithTTL(time.Minute), dlock.WithWait(30*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- ls
-	}()
+	got := acquireLater(t, ctx, l, "fair/handoff")
 	for c.ZCard(ctx, keys.Queue("fair/handoff")).Val() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -278,11 +271,12 @@ func TestFairHandOffReplicaSync(t *testing.T) {
 }
 
 // TestFairWaitOnHeldNameAttemptsOnce: a wait on a name this Locker found
-// held a moment ago subscribes before it attempts, so one attempt queues
-// it (a wait on a name not seen held attempts, subscribes, and attempts
-// again, since a release may have come in between), and the release's
-// hand-off still reaches it: it is granted with no attempt after the
-// release.
+// held a moment ago listens before it attempts, so one attempt queues it
+// (the Locker's first wait, on a name not seen held, attempts, subscribes
+// the inbox, and attempts again, since a release may have come in
+// between), and so does any wait once the inbox is subscribed; the
+// release's hand-off still reaches it: it is granted with no attempt
+// after the release.
 func TestFairWaitOnHeldNameAttemptsOnce(t *testing.T) {
 	srv := testserver.Redis(t)
 	c := client(t, srv.Addr)
@@ -298,21 +292,14 @@ func TestFairWaitOnHeldNameAttemptsOnce(t *testing.T) {
 	// wait acquires name, waiting, once other holds it; it returns the
 	// acquire attempts the wait sent before other released (once it sent
 	// want, and a moment later), and after.
-	wait := func(want int) (before, after int) {
+	wait := func(name string, want int) (before, after int) {
 		t.Helper()
 		holder, err := other.Acquire(ctx, name, dlock.WithTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
 		hook.reset()
-		got := make(chan *dlock.Lease, 1)
-		go func() {
-			ls, err := l.Acquire(ctx, name, dlock.WithTTL(time.Minute), dlock.WithWait(30*time.Second))
-			if err != nil {
-				t.Error(err)
-			}
-			got <- ls
-		}()
+		got := acquireLater(t, ctx, l, name)
 		for deadline := time.Now().Add(10 * time.Second); c.ZCard(ctx, keys.Queue(name)).Val() == 0 || hook.count() < want; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the waiter did not queue with %d attempts: %d sent", want, hook.count())
@@ -333,10 +320,13 @@ func TestFairWaitOnHeldNameAttemptsOnce(t *testing.T) {
 		}
 		return before, after
 	}
-	if before, after := wait(2); before != 2 || after != 0 {
-		t.Errorf("a wait on a name not seen held sent %d attempts before the release and %d after, want 2 and 0", before, after)
+	if before, after := wait(name, 2); before != 2 || after != 0 {
+		t.Errorf("the first wait, on a name not seen held, sent %d attempts before the release and %d after, want 2 and 0", before, after)
 	}
-	if before, after := wait(1); before != 1 || after != 0 {
+	if before, after := wait(name, 1); before != 1 || after != 0 {
 		t.Errorf("a wait on a name seen held a moment ago sent %d attempts before the release and %d after, want 1 and 0", before, after)
+	}
+	if before, after := wait("fair/other-name", 1); before != 1 || after != 0 {
+		t.Errorf("a wait on a name not seen held, the inbox subscribed, sent %d attempts before the release and %d after, want 1 and 0", before, after)
 	}
 }

@@ -1,7 +1,8 @@
 -- force_release: free a lock whatever its token, and bump the fence so the
 -- evicted holder's fenced writes are refused from now on.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] queue, KEYS[4] the
--- name's legacy fence counter.
+-- name's legacy fence counter, KEYS[5] waiters' requests (for the head's
+-- inbox: tell).
 -- ARGV[1] release channel.
 -- Returns {value or '', pttl, new fence}.
 local v = redis.call('GET', KEYS[1]) or ''
@@ -23,7 +24,7 @@ end
 if v ~= '' then
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head then
-    redis.call('PUBLISH', ARGV[1] .. ':' .. head, '')
+    tell(ARGV[1], head, '', inboxOf(KEYS[5], head))
   else
     redis.call('PUBLISH', ARGV[1], '')
   end

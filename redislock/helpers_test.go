@@ -90,3 +90,18 @@ func isCluster(c redis.UniversalClient) bool {
 	_, ok := c.(*redis.ClusterClient)
 	return ok
 }
+
+// acquireLater acquires name on l in a goroutine, waiting up to 30 s with
+// a TTL of a minute, and sends the lease (nil when it failed, the error
+// reported) on the channel it returns.
+func acquireLater(t testing.TB, ctx context.Context, l *dlock.Locker, name string) <-chan *dlock.Lease {
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		ls, err := l.Acquire(ctx, name, dlock.WithTTL(time.Minute), dlock.WithWait(30*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ls
+	}()
+	return got
+}

@@ -13,10 +13,11 @@ import (
 // Waiters queue first-come first-served. A waiter that is not granted is
 // put in the name's queue by the acquire script itself; the lock, once
 // free, goes only to the queue's head, and the release message goes only
-// to that head's own channel, so one waiter (not every one, and no other
-// process) is woken and tries. A waiter renews its place every waiterPoll;
-// one that stops doing so (its process died) is dropped from the queue
-// placeTTL after its last attempt.
+// to that head (on its Locker's inbox, led by its token, or its own
+// channel: tell.lua), so one waiter (not every one) is woken and tries.
+// A waiter renews its place every waiterPoll; one that stops doing so
+// (its process died) is dropped from the queue placeTTL after its last
+// attempt.
 //
 // A release hands the lock to the head for handoffLease only (or its TTL
 // if shorter): the release's message is the head's grant, provisional
@@ -41,10 +42,14 @@ const (
 // stays queued), and its place lapses placeTTL after the attempt unless
 // it comes back. arrival, when not zero, is the server time (µs) of the
 // caller's first attempt: a caller whose place was dropped while it was
-// alive rejoins there, not at the tail.
+// alive rejoins there, not at the tail. inbox, when set, is the channel
+// of the driver's inbox, where the caller listens: the scripts tell it
+// there, with its token, of a hand-off or its turn to try; without one,
+// on its own channel.
 type queuing struct {
 	placeTTL time.Duration
 	arrival  uint64
+	inbox    string
 }
 
 // fairDriver is the driver with driver.Queuer, unless Config.NoFairQueue.
@@ -52,17 +57,29 @@ type fairDriver struct{ *redisDriver }
 
 var _ driver.Queuer = fairDriver{}
 
-// AcquireWait implements driver.Queuer: it attempts, subscribes to its
-// own channel (before the attempt, on a name found held lately:
-// subscribeFirst), and waits: any message there (a hand-off, or its turn to
-// try), the holder's TTL running out, or waiterPoll makes it attempt
-// again, until granted or ctx is done. An attempt that finds the lock
-// handed to it confirms the hand-off, and the lease counts from that
-// attempt's send time. It returns at the first backend error; on any
-// failure it gives up its place in the queue.
+// AcquireWait implements driver.Queuer: it attempts, listens for its
+// messages (on the driver's inbox, or a channel of its own), and waits:
+// any message (a hand-off, or its turn to try), the holder's TTL running
+// out, or waiterPoll makes it attempt again, until granted or ctx is
+// done. An attempt that finds the lock handed to it confirms the
+// hand-off, and the lease counts from that attempt's send time. It
+// returns at the first backend error; on any failure it gives up its
+// place in the queue.
+//
+// A waiter listens before its first attempt when that costs no round
+// trip (the inbox is subscribed already), or when the name was found held
+// lately (contention.recent): a release after that attempt then finds it
+// listening. Otherwise the first attempt goes alone, so that a free lock
+// costs nothing more, and one that is held is attempted again as soon as
+// the waiter listens (a release in between is found by that attempt).
 func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if d.contention.recent(req.Name, time.Now()) {
-		return d.subscribeFirst(ctx, req)
+	l, ok := d.listenNow(req)
+	if !ok && d.contention.recent(req.Name, time.Now()) {
+		l, ok = d.listen(ctx, req), true
+	}
+	if ok {
+		defer l.stop()
+		return d.wait(ctx, req, l, driver.Grant{}, queuing{placeTTL: placeTTL, inbox: l.inbox}, driver.Turn{})
 	}
 	sent := time.Now()
 	g, us, err := d.attempt(ctx, req, queuing{placeTTL: placeTTL})
@@ -75,29 +92,58 @@ func (d fairDriver) AcquireWait(ctx context.Context, req driver.Request) (driver
 		}
 		return g, err
 	}
-	// A listener: the waiter is alone on its channel, and each message's
-	// payload matters (a hand-off, or its turn to try: "").
-	w := rediscore.NewListener(1)
-	if stop, werr := d.subscribeOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token), w); werr == nil {
-		defer stop()
-	}
-	g, err = d.waitLoop(ctx, req, w.Messages(), g, queuing{placeTTL: placeTTL, arrival: us}, driver.Turn{Sent: sent, Ran: int64(us)})
-	if err != nil || !g.Acquired {
-		d.dequeue(ctx, req)
-	}
-	return g, err
+	l = d.listen(ctx, req)
+	defer l.stop()
+	return d.wait(ctx, req, l, g, queuing{placeTTL: placeTTL, arrival: us, inbox: l.inbox}, driver.Turn{Sent: sent, Ran: int64(us)})
 }
 
-// subscribeFirst is AcquireWait on a name found held lately: it
-// subscribes to its own channel first, and then attempts only once before
-// it waits (a release after that attempt finds the subscription in
-// place). Were the subscription to fail, it waits by polling.
-func (d fairDriver) subscribeFirst(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	w := rediscore.NewListener(1)
-	if stop, err := d.subscribeOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token), w); err == nil {
-		defer stop()
+// listening is where a queued wait hears from releases.
+type listening struct {
+	wake <-chan string
+	stop func()
+	// inbox is the inbox's channel when the wait listens there.
+	inbox string
+}
+
+// listenNow listens for req's messages on the driver's inbox if it is
+// subscribed already; ok is false otherwise.
+func (d *redisDriver) listenNow(req driver.Request) (l listening, ok bool) {
+	if !d.inbox.ready() {
+		return listening{}, false
 	}
-	g, err := d.waitLoop(ctx, req, w.Messages(), driver.Grant{}, queuing{placeTTL: placeTTL}, driver.Turn{})
+	return d.onInbox(req)
+}
+
+// listen listens for req's messages: on the driver's inbox, subscribed
+// first if need be, else on a channel of req's own (one listener alone on
+// its channel: each message's payload matters); were that to fail too,
+// nothing comes and the wait polls.
+func (d *redisDriver) listen(ctx context.Context, req driver.Request) listening {
+	if d.inbox.open(ctx) {
+		if l, ok := d.onInbox(req); ok {
+			return l
+		}
+	}
+	w := rediscore.NewListener(1)
+	stop, err := d.subscribeOwn(ctx, d.keys.WaiterChannel(req.Name, req.Token), w)
+	if err != nil {
+		stop = func() {}
+	}
+	return listening{wake: w.Messages(), stop: stop}
+}
+
+func (d *redisDriver) onInbox(req driver.Request) (listening, bool) {
+	w, stop, ok := d.inbox.register(req.Token)
+	if !ok {
+		return listening{}, false
+	}
+	return listening{wake: w.Messages(), stop: stop, inbox: d.inbox.channel}, true
+}
+
+// wait is waitLoop on l's messages; a wait that ends without the lock
+// leaves the queue.
+func (d fairDriver) wait(ctx context.Context, req driver.Request, l listening, last driver.Grant, q queuing, at driver.Turn) (driver.Grant, error) {
+	g, err := d.waitLoop(ctx, req, l.wake, last, q, at)
 	if err != nil || !g.Acquired {
 		d.dequeue(ctx, req)
 	}

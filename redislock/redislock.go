@@ -206,8 +206,10 @@ type redisDriver struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	// contention remembers the names attempts found held lately: a queued
-	// wait on one subscribes before it attempts.
+	// wait on one listens before it attempts.
 	contention *contention
+	// inbox is where the queued waiters hear from releases.
+	inbox *inbox
 }
 
 func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDriver {
@@ -219,6 +221,7 @@ func newDriver(client redis.UniversalClient, cfg config, owned bool) *redisDrive
 	d.closing = make(chan struct{})
 	d.contention = newContention()
 	d.notify = rediscore.NewMux(client, nil)
+	d.inbox = newInbox(d.keys, d.notify)
 	if cfg.logger != nil {
 		d.useLogger(cfg.logger)
 	}

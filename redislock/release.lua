@@ -4,8 +4,9 @@
 -- KEYS[1] fence counter; then five keys per lock, for lock i at
 -- k = 5 * (i - 1) + 1: KEYS[k+1] lock, KEYS[k+2] queue (zset token ->
 -- arrival in us), KEYS[k+3] waiter deadlines (zset token -> ms),
--- KEYS[k+4] waiters' requests (hash token -> "ttl\nowner"), KEYS[k+5]
--- watched mark.
+-- KEYS[k+4] waiters' requests (hash token -> "ttl\nowner", and
+-- token .. "\n" -> the inbox of the waiter's Locker, when it named one),
+-- KEYS[k+5] watched mark.
 -- ARGV[1] hand-off lease in ms; ARGV[1+i] the mark of the holder
 -- releasing lock i ("token\n").
 -- A lock's release channel is its key .. ':released'.
@@ -16,8 +17,8 @@
 -- channel, for non-queued waiters. When waiters queue, those whose
 -- deadline passed are dropped, and the lock goes to the head of the queue
 -- with a fresh fence, but only for the hand-off lease (or its TTL if
--- shorter): the message "p FENCE TIME PX" on that waiter's own channel
--- (release channel:token) is its grant, for PX ms from the server time
+-- shorter): the message "p FENCE TIME PX" to that waiter (tell: on its
+-- Locker's inbox, or its own channel) is its grant, for PX ms from the server time
 -- TIME (us); the waiter's first refresh extends it to its TTL (or, under
 -- replica sync, its next attempt confirms it). A head that died before it
 -- could confirm keeps the lock no longer than the hand-off lease; the
@@ -49,7 +50,7 @@ end
 local function drop(k, w)
   redis.call('ZREM', KEYS[k + 2], w)
   redis.call('ZREM', KEYS[k + 3], w)
-  redis.call('HDEL', KEYS[k + 4], w)
+  redis.call('HDEL', KEYS[k + 4], w, w .. '\n')
 end
 
 -- handOff gives lock k to its queue's live head, or wakes whoever waits.
@@ -60,13 +61,14 @@ local function handOff(k)
     drop(k, w)
   end
   local head = redis.call('ZRANGE', KEYS[k + 2], 0, 0)[1]
-  local ask = head and redis.call('HGET', KEYS[k + 4], head)
+  if not head then
+    redis.call('PUBLISH', ch, '')
+    return
+  end
+  local asked = redis.call('HMGET', KEYS[k + 4], head, head .. '\n')
+  local ask, inbox = asked[1], asked[2]
   if not ask then
-    if head then
-      redis.call('PUBLISH', ch .. ':' .. head, '')
-    else
-      redis.call('PUBLISH', ch, '')
-    end
+    tell(ch, head, '', inbox)
     return
   end
   local ttl, owner = string.match(ask, '^([^\n]*)\n(.*)$')
@@ -77,7 +79,7 @@ local function handOff(k)
   local f = fence()
   redis.call('SET', KEYS[k + 1], head .. '\n' .. f .. '\n' .. owner, 'PX', px)
   drop(k, head)
-  redis.call('PUBLISH', ch .. ':' .. head, 'p ' .. f .. ' ' .. us .. ' ' .. px)
+  tell(ch, head, 'p ' .. f .. ' ' .. us .. ' ' .. px, inbox)
 end
 
 local out = {}

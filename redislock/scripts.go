@@ -23,12 +23,16 @@ var (
 	inspectSrc string
 	//go:embed force_release.lua
 	forceReleaseSrc string
+	// tellSrc, prepended to the scripts that wake a queued waiter, says
+	// where its message goes: its Locker's inbox, or its own channel.
+	//go:embed tell.lua
+	tellSrc string
 
-	acquireScript      = redis.NewScript(acquireSrc)
-	releaseScript      = rediscore.WithTokenCheck(releaseSrc)
-	dequeueScript      = rediscore.WithTokenCheck(dequeueSrc)
+	acquireScript      = redis.NewScript(tellSrc + acquireSrc)
+	releaseScript      = rediscore.WithTokenCheck(tellSrc + releaseSrc)
+	dequeueScript      = rediscore.WithTokenCheck(tellSrc + dequeueSrc)
 	inspectScript      = redis.NewScript(inspectSrc)
-	forceReleaseScript = redis.NewScript(forceReleaseSrc)
+	forceReleaseScript = redis.NewScript(tellSrc + forceReleaseSrc)
 )
 
 // loadScripts caches every script the driver runs on the server (on

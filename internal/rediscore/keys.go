@@ -115,6 +115,11 @@ func (k Keys) Channel(name string) string { return k.Lock(name) + ":released" }
 // told that the lock is free for it.
 func (k Keys) WaiterChannel(name, token string) string { return k.Channel(name) + ":" + token }
 
+// Inbox returns the channel of a Locker's inbox: id is the Locker's own
+// random identifier. A release tells a queued waiter there, with its
+// token, that the lock is handed to it or that it is its turn to try.
+func (k Keys) Inbox(id string) string { return k.Prefix + "inbox:" + id }
+
 // Pattern returns a SCAN MATCH pattern for the lock keys of names starting
 // with prefix (the other keys do not match: they end in ":fence" etc.).
 func (k Keys) Pattern(prefix string) string {

@@ -77,6 +77,17 @@ func NewMux(client redis.UniversalClient, fresh func(channel, payload string) bo
 // of the subscription w relies on. It does not wait for it (Subscribe
 // does).
 func (m *Mux) Watch(channel string, w *Waiter) (*Confirm, error) {
+	return m.watch(channel, w, false)
+}
+
+// Listen is Watch for a waiter that watches channel for the Mux's life
+// and is never unwatched (a Locker's inbox): w is added once, and a
+// Listen after the channel's SUBSCRIBE failed subscribes again.
+func (m *Mux) Listen(channel string, w *Waiter) (*Confirm, error) {
+	return m.watch(channel, w, true)
+}
+
+func (m *Mux) watch(channel string, w *Waiter, once bool) (*Confirm, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -93,7 +104,9 @@ func (m *Mux) Watch(channel string, w *Waiter) (*Confirm, error) {
 		m.expect[channel] = append(m.expect[channel], ch.confirm)
 		m.enqueue(subCmd{channel: channel, confirm: ch.confirm})
 	}
-	ch.waiters = append(ch.waiters, w)
+	if !once || !slices.Contains(ch.waiters, w) {
+		ch.waiters = append(ch.waiters, w)
+	}
 	return ch.confirm, nil
 }
 

@@ -311,3 +311,49 @@ func TestMuxSubscribeOwn(t *testing.T) {
 		t.Fatal("the channel's new waiter never got its message")
 	}
 }
+
+// TestMuxListen: a handler that Listens on a channel twice is added once,
+// and is called once, in order, with each message's payload.
+func TestMuxListen(t *testing.T) {
+	_, c := server(t)
+	m := newMux(t, c)
+	got := make(chan string, 8)
+	h := rediscore.NewHandler(func(payload string) { got <- payload })
+	for range 2 {
+		conf, err := m.Listen("inbox", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-conf.Done():
+			if err := conf.Err(); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(bound):
+			t.Fatal("the SUBSCRIBE was not confirmed")
+		}
+	}
+	if n := len(m.Waiters("inbox")); n != 1 {
+		t.Fatalf("%d waiters on the channel after two Listens of one handler, want 1", n)
+	}
+	for _, p := range []string{"a 1", "b 2"} {
+		if err := c.Publish(t.Context(), "inbox", p).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"a 1", "b 2"} {
+		select {
+		case p := <-got:
+			if p != want {
+				t.Fatalf("handler called with %q, want %q", p, want)
+			}
+		case <-time.After(bound):
+			t.Fatalf("handler not called with %q", want)
+		}
+	}
+	select {
+	case p := <-got:
+		t.Fatalf("handler called again, with %q", p)
+	case <-time.After(50 * time.Millisecond):
+	}
+}

@@ -1,12 +1,13 @@
 package rediscore
 
 // A Waiter is one waiter's end of the channels it watches on a Mux: a
-// wake-up (at most one pending) on C, or with a buffer each message's
-// payload on Messages.
+// wake-up (at most one pending) on C, with a buffer each message's
+// payload on Messages, or with a handler each payload passed to it.
 type Waiter struct {
 	c    chan struct{}
-	msgs chan string // nil unless made by NewListener with a buffer
-	each bool        // woken by every message, not in turn
+	msgs chan string          // nil unless made by NewListener with a buffer
+	fn   func(payload string) // nil unless made by NewHandler
+	each bool                 // woken by every message, not in turn
 }
 
 // NewWaiter returns a waiter that takes turns with the other such waiters
@@ -28,6 +29,15 @@ func NewListener(buffer int) *Waiter {
 	return w
 }
 
+// NewHandler returns a waiter that every message on its channels wakes
+// by calling fn with its payload, in the Mux's reading goroutine and
+// under its lock: fn must return at once and must not call the Mux. It
+// hands each message on without a goroutine of its own in between (a
+// Locker's inbox, which routes each message to the waiter it names).
+func NewHandler(fn func(payload string)) *Waiter {
+	return &Waiter{c: make(chan struct{}, 1), fn: fn, each: true}
+}
+
 // C receives w's wake-ups.
 func (w *Waiter) C() <-chan struct{} { return w.c }
 
@@ -36,8 +46,11 @@ func (w *Waiter) C() <-chan struct{} { return w.c }
 func (w *Waiter) Messages() <-chan string { return w.msgs }
 
 // Wake wakes w as a message with an empty payload would.
-func (w *Waiter) Wake() {
-	if !w.deliver("") {
+func (w *Waiter) Wake() { w.Send("") }
+
+// Send wakes w as a message with payload would.
+func (w *Waiter) Send(payload string) {
+	if !w.deliver(payload) {
 		w.signal()
 	}
 }
@@ -53,9 +66,14 @@ func (w *Waiter) signal() bool {
 	}
 }
 
-// deliver hands payload to a waiter with a buffer, dropping the oldest
-// unread payload when it is full; it reports false for waiters without.
+// deliver hands payload to a handler, or to a waiter with a buffer,
+// dropping the oldest unread payload when it is full; it reports false
+// for waiters with neither.
 func (w *Waiter) deliver(payload string) bool {
+	if w.fn != nil {
+		w.fn(payload)
+		return true
+	}
 	if w.msgs == nil {
 		return false
 	}
