@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestInboxOneSubscriptionPerLocker(t *testing.T) {
 			}
 			holders[i] = h
 		}
-		hook.reset()
+		start := time.Now()
 		got := make([]<-chan *dlock.Lease, together)
 		for i, name := range names {
 			got[i] = acquireLater(t, ctx, l, name)
@@ -73,7 +74,8 @@ func TestInboxOneSubscriptionPerLocker(t *testing.T) {
 		if inboxes := admin.PubSubChannels(ctx, keys.Inbox("*")).Val(); len(inboxes) != 1 {
 			t.Errorf("round %d: inboxes subscribed %v, want one", r, inboxes)
 		}
-		before, _ := hook.reset()
+		released := time.Now()
+		before := hook.untimed(start)
 		if r > 0 && before != together {
 			t.Errorf("round %d: %d waits sent %d attempts before the releases, want one each", r, together, before)
 		}
@@ -91,7 +93,7 @@ func TestInboxOneSubscriptionPerLocker(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if after, _ := hook.reset(); after != 0 {
+		if after := hook.untimed(released); after != 0 {
 			t.Errorf("round %d: %d attempts after the releases, want none (each hand-off told by message)", r, after)
 		}
 	}
@@ -105,12 +107,12 @@ func TestInboxOneSubscriptionPerLocker(t *testing.T) {
 }
 
 // inboxPair starts a server with two Lockers on it: l, which waits, its
-// acquire attempts counted by hook, and other, which holds, on admin's
+// acquire attempts recorded by hook, and other, which holds, on admin's
 // client. Both are closed when t ends.
-func inboxPair(t *testing.T) (ctx context.Context, hook *shaCounter, l *dlock.Locker, admin redis.UniversalClient, other *dlock.Locker) {
+func inboxPair(t *testing.T) (ctx context.Context, hook *tokenLog, l *dlock.Locker, admin redis.UniversalClient, other *dlock.Locker) {
 	srv := testserver.Redis(t)
 	c := client(t, srv.Addr)
-	hook = &shaCounter{sha: redislock.AcquireScript.Hash()}
+	hook = &tokenLog{}
 	c.AddHook(hook)
 	l = lockerWith(t, c, redislock.Config{})
 	t.Cleanup(func() { _ = l.Close() })
@@ -118,6 +120,70 @@ func inboxPair(t *testing.T) (ctx context.Context, hook *shaCounter, l *dlock.Lo
 	other = locker(t, admin)
 	t.Cleanup(func() { _ = other.Close() })
 	return ctxT(t), hook, l, admin, other
+}
+
+// tokenLog is a go-redis hook that records the acquire script's
+// attempts by token, so that a count can leave out a waiter's timed
+// renewals of its place (renewal after its previous attempt), which a
+// stalled machine may let fall inside the window counted.
+type tokenLog struct {
+	mu sync.Mutex
+	at map[string][]time.Time
+}
+
+func (l *tokenLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *tokenLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			l.add(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (l *tokenLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+// add records cmd if it is an acquire attempt: EVALSHA sha numkeys
+// KEYS... ARGV..., ARGV[1] the token.
+func (l *tokenLog) add(cmd redis.Cmder) {
+	a := cmd.Args()
+	if len(a) < 4 || (a[1] != redislock.AcquireScript.Hash() && a[0] != "eval") {
+		return
+	}
+	n, ok := a[2].(int)
+	if !ok || len(a) <= 3+n {
+		return
+	}
+	tok, _ := a[3+n].(string)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.at == nil {
+		l.at = map[string][]time.Time{}
+	}
+	l.at[tok] = append(l.at[tok], time.Now())
+}
+
+// untimed counts the attempts sent after since that were not timed
+// renewals: each came sooner than renewal after its token's previous
+// attempt, or was its token's first.
+func (l *tokenLog) untimed(since time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, times := range l.at {
+		for i, at := range times {
+			if at.After(since) && (i == 0 || at.Sub(times[i-1]) < renewal) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // cmdCalls reads the calls of command cmd from INFO commandstats (0 when
@@ -154,14 +220,14 @@ func TestInboxAfterReconnect(t *testing.T) {
 	if err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
 	}
-	hook.reset()
+	killed := time.Now()
 	waitFor(t, "the inbox subscribed again", func() bool {
 		return admin.PubSubNumSub(ctx, inbox).Val()[inbox] == 1
 	})
 	// The resubscription wakes the waiter, which attempts: a release may
 	// have been missed while the connection was down.
-	waitFor(t, "the waiter's attempt after the resubscription", func() bool { return hook.count() > 0 })
-	hook.reset()
+	waitFor(t, "the waiter's attempt after the resubscription", func() bool { return hook.untimed(killed) > 0 })
+	released := time.Now()
 	if err := h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +236,7 @@ func TestInboxAfterReconnect(t *testing.T) {
 		t.FailNow()
 	}
 	defer ls.Release(ctx)
-	if after, _ := hook.reset(); after != 0 {
+	if after := hook.untimed(released); after != 0 {
 		t.Errorf("%d attempts after the release, want none (the hand-off told on the inbox)", after)
 	}
 }
