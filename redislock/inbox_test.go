@@ -59,14 +59,9 @@ func TestInboxOneSubscriptionPerLocker(t *testing.T) {
 		for i, name := range names {
 			got[i] = acquireLater(t, ctx, l, name)
 		}
-		waitFor(t, "every waiter queued", func() bool {
-			for _, name := range names {
-				if admin.ZCard(ctx, keys.Queue(name)).Val() == 0 {
-					return false
-				}
-			}
-			return true
-		})
+		for _, name := range names {
+			waitQueued(t, admin, name, 1)
+		}
 		time.Sleep(50 * time.Millisecond) // room for one more attempt, were one sent
 		if own := admin.PubSubChannels(ctx, "*:released:*").Val(); len(own) != 0 {
 			t.Errorf("round %d: waiters subscribed channels of their own: %v", r, own)
@@ -209,13 +204,12 @@ func TestInboxAfterReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := acquireLater(t, ctx, l, name)
+	waitQueued(t, admin, name, 1)
+	head := admin.ZRange(ctx, keys.Queue(name), 0, 0).Val()[0]
 	var inbox string
 	waitFor(t, "the waiter queued on its inbox", func() bool {
-		chans := admin.PubSubChannels(ctx, keys.Inbox("*")).Val()
-		if len(chans) == 1 {
-			inbox = chans[0]
-		}
-		return inbox != "" && admin.HGet(ctx, keys.Asks(name), firstQueued(t, admin, name)+"\n").Val() == inbox
+		inbox = admin.HGet(ctx, keys.Asks(name), head+"\n").Val()
+		return inbox != "" && admin.PubSubNumSub(ctx, inbox).Val()[inbox] == 1
 	})
 	if err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
@@ -239,16 +233,6 @@ func TestInboxAfterReconnect(t *testing.T) {
 	if after := hook.untimed(released); after != 0 {
 		t.Errorf("%d attempts after the release, want none (the hand-off told on the inbox)", after)
 	}
-}
-
-// firstQueued is the token at the head of name's queue ("" for none).
-func firstQueued(t *testing.T, c redis.UniversalClient, name string) string {
-	t.Helper()
-	head, err := c.ZRange(context.Background(), keys.Queue(name), 0, 0).Result()
-	if err != nil || len(head) == 0 {
-		return ""
-	}
-	return head[0]
 }
 
 // TestScriptsTellTheInbox: each script that wakes a queued waiter tells a
