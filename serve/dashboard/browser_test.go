@@ -365,6 +365,29 @@ func do(ctx context.Context, steps ...chromedp.Action[chromedp.Void]) error {
 	return chromedp.Do(ctx, steps...)
 }
 
+// clickRow clicks the element sel matches in a table the stream rebuilds
+// (every snapshot replaces the rows): a click finds the node, then scrolls
+// to it and presses, and a rebuild between the two leaves it clicking a
+// node that is gone. It tries again on a fresh node, a few times.
+func clickRow(sel string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		var err error
+		for range 5 {
+			_, err = chromedp.Click(chromedp.CSS(sel))(ctx, tg)
+			if err == nil || !staleNode(err) {
+				return chromedp.Void{}, err
+			}
+		}
+		return chromedp.Void{}, err
+	}
+}
+
+// staleNode tells the errors of acting on a node the page has replaced.
+func staleNode(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "No node with given id") || strings.Contains(msg, "Could not compute box model") || strings.Contains(msg, "Node is detached")
+}
+
 func waitVisible(t *testing.T, ctx context.Context, sel string) {
 	t.Helper()
 	if err := do(ctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
@@ -388,14 +411,18 @@ func waitJS(t *testing.T, ctx context.Context, what, cond string) {
 	}
 }
 
+// text reads the text of the first element sel matches, waiting for one to
+// exist. It reads in one evaluation in the page: querying a node and then
+// reading it are two round trips, and the stream may re-render the table
+// between them, leaving the first node's id stale.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, waitUI)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	q, err := json.Marshal(sel)
 	if err != nil {
-		t.Fatalf("text of %s: %v", sel, err)
+		t.Fatalf("encode selector %s: %v", sel, err)
 	}
+	waitJS(t, ctx, sel+" to exist", fmt.Sprintf(`document.querySelector(%s) !== null`, q))
+	s := evalJS[string](t, ctx, fmt.Sprintf(`(document.querySelector(%s) || {textContent: "(gone)"}).textContent`, q))
 	return strings.TrimSpace(s)
 }
 

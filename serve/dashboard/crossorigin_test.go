@@ -275,7 +275,7 @@ func checkOwnRequests(t *testing.T, ctx context.Context, a *dlockServer, victim 
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the stream is live", `document.getElementById("status").textContent === "live"`)
-	if err := do(ctx, chromedp.Click(chromedp.CSS(`tr[data-name="victim"] button.force`)),
+	if err := do(ctx, clickRow(`tr[data-name="victim"] button.force`),
 		chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open]`)),
 		chromedp.Click(chromedp.CSS(`dialog#confirm button.confirm`))); err != nil {
 		t.Fatalf("force-release victim from the page: %v\n%s", err, pageState(ctx))

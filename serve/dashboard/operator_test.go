@@ -241,7 +241,7 @@ func checkGrantedElsewhere(t *testing.T, ctx context.Context, elsewhere *dlock.L
 func checkForceReleaseFromPage(t *testing.T, ctx context.Context, api *apiClient, x lease) {
 	button := `tr[data-name="x"] button.force`
 	waitVisible(t, ctx, button)
-	if err := do(ctx, chromedp.Click(chromedp.CSS(button))); err != nil {
+	if err := do(ctx, clickRow(button)); err != nil {
 		t.Fatalf("click force-release: %v", err)
 	}
 	waitVisible(t, ctx, `dialog#confirm[open]`)
@@ -255,7 +255,7 @@ func checkForceReleaseFromPage(t *testing.T, ctx context.Context, api *apiClient
 	if held := heldNames(t, api.locker); held["x"] != x.Fence {
 		t.Fatalf("after cancel the backend holds %v, want x at fence %d", held, x.Fence)
 	}
-	if err := do(ctx, chromedp.Click(chromedp.CSS(button)), chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open]`))); err != nil {
+	if err := do(ctx, clickRow(button), chromedp.WaitVisible(chromedp.CSS(`dialog#confirm[open]`))); err != nil {
 		t.Fatalf("ask again: %v", err)
 	}
 	// An operator who cancels and at once asks again: the dialog's close
