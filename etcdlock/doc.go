@@ -22,15 +22,20 @@
 //   - a waiter's key waits under the driver's wait lease, the shared lease
 //     of its shortest TTL, MinTTLFor(the election timeout), whatever the
 //     lock's TTL, and the waiter renews it every third of it while it
-//     lives; when the waiter is first, one transaction that requires the
-//     key unchanged since it was put moves it to the lease of the lock's
-//     TTL (a Put keeps a key's create revision: its place and its fence).
-//     A waiter that dies thus gives up its place within the wait lease,
-//     not the lock's TTL. For a TTL longer than the wait lease this costs
-//     a handoff to a waiter without a deadline one write (the move; a
-//     waiter with a deadline makes it its claim, see below), and a waiter
-//     renews every third of the wait lease rather than of the TTL (waiters
-//     of one driver share those renewals). The attempt to take a free
+//     lives. One transaction that requires the key unchanged moves it to
+//     the lease of the lock's TTL (a Put keeps a key's create revision: its
+//     place and its fence): for a waiter with a deadline when it becomes
+//     first, before it is granted (its claim, see below); for a waiter
+//     without one at its grant's first refresh, so that the move is not a
+//     write in series at each handoff. Until then that grant is
+//     provisional (driver.Grant.Window): it lasts as long as the wait
+//     lease does from its last renewal, its first refresh is due within a
+//     third of that, and a lease without auto-refresh is moved before its
+//     acquire returns. A waiter that dies thus gives up its place within
+//     the wait lease, not the lock's TTL, and so does a holder handed the
+//     lock that dies or stalls before its first refresh. A waiter renews
+//     every third of the wait lease rather than of the TTL (waiters of
+//     one driver share those renewals). The attempt to take a free
 //     lock queues the key under the wait lease in the same transaction
 //     when the driver has one renewed less than a third of it ago (while
 //     any of its waiters waits); otherwise queueing is one write more;

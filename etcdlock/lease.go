@@ -24,21 +24,29 @@ func (d *etcdDriver) Refresh(ctx context.Context, name, token string, ttl time.D
 	return results[0]
 }
 
-// RefreshBatch reads every item's key (maxTxnOps per transaction), puts
-// back under its lease a key that another driver adopted (takeBack), then
-// renews each distinct lease of the driver's those keys live under once.
+// RefreshBatch moves to the lease of its TTL a key that a queue handed
+// off on the wait lease (moveHandedOff), reads every item's key (maxTxnOps
+// per transaction), puts back under its lease a key that another driver
+// adopted (takeBack), then renews each distinct lease of the driver's
+// those keys live under once.
 // results[i] is nil, a driver.ErrNotHeld variant, or the renewal's error.
 func (d *etcdDriver) RefreshBatch(ctx context.Context, items []driver.RefreshItem) ([]error, error) {
 	keys := make([]string, len(items))
 	for i, it := range items {
 		keys[i], _ = d.pool.keyOf(claimOf(it.Name, it.Token)) // "": never held here
 	}
+	moved := d.moveHandedOff(ctx, items, keys)
 	owners := d.pool.touch(keys)
 	leases, err := d.leasesOf(ctx, keys)
 	if err != nil {
 		return nil, d.fail(ctx, err)
 	}
 	taken := d.takeBackAll(ctx, items, keys, owners, leases)
+	for i, err := range moved {
+		if err != nil {
+			taken[i] = err
+		}
+	}
 	// A key that is gone may have gone with its lease: renewing that lease
 	// too tells which (driver.ErrSessionEnded).
 	renew := slices.Clone(leases)

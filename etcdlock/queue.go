@@ -23,11 +23,12 @@ var errQueueEntryLost = errors.New("etcd: this waiter's queue key vanished (leas
 // waiter watches only its predecessor, so a release wakes exactly one
 // waiter. The waiter's key lives under the driver's wait lease (see
 // waitlease.go), which it renews (KeepAliveOnce every third of its TTL)
-// while it waits, and moves to the lease of the lock's TTL when it is
-// granted. When ctx is done the waiter's key is deleted in the background
-// (the call returns at once) and ctx's error is returned with the holder
-// etcd last reported, if that report is less than a third of a wait lease
-// old. Any other failure, a lost place in the queue included
+// while it waits, and moves to the lease of the lock's TTL: a waiter with
+// a deadline before it is granted (its claim), one without at the grant's
+// first refresh (handedOff). When ctx is done the waiter's key is deleted
+// in the background (the call returns at once) and ctx's error is
+// returned with the holder etcd last reported, if that report is less
+// than a third of a wait lease old. Any other failure, a lost place in the queue included
 // (errQueueEntryLost: the portable layer queues again), is returned as an
 // error without a holder.
 func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (driver.Grant, error) {
@@ -45,13 +46,16 @@ func (d *etcdDriver) AcquireWait(ctx context.Context, req driver.Request) (drive
 	for w.pred != nil && err == nil {
 		err = w.waitForPredecessor(ctx)
 	}
-	if err == nil && (w.short || !w.lapse.IsZero()) {
+	if err == nil && !w.lapse.IsZero() {
 		err = w.claim(ctx)
 	}
 	if err != nil {
 		return w.abandon(ctx, err)
 	}
 	d.pool.markHeld(w.key)
+	if w.short {
+		return w.handedOff(), nil
+	}
 	return granted(w.rev, w.sess.secs, w.since), nil
 }
 

@@ -3,8 +3,10 @@ package etcdlock
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
+	"github.com/dlockdev/dlock/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -159,6 +161,75 @@ func (w *waiter) joinOnce(ctx context.Context, value string) (*clientv3.TxnRespo
 		clientv3.OpGet(dir, newest()...),
 		clientv3.OpGet(dir, clientv3.WithFirstCreate()...),
 	).Commit()
+}
+
+// handedOff is the grant of a waiter without a deadline that became first
+// while its key was on the wait lease: the key holds its held value
+// already (such a waiter is never swept), so the grant needs no write, and
+// the move to the lease of the lock's TTL waits for the grant's first
+// refresh (moveHandedOff) instead of standing between the release and
+// the grant: one write in series a hand-off (the release's delete), not
+// two. Until that refresh the grant is provisional (driver.Grant.Window):
+// it lasts as long as the wait lease does from its last renewal, which
+// the waiter's Locker no longer sends for it, so that a holder that dies
+// or stalls before its first refresh loses the lock within the wait
+// lease, as a waiter would. A lease without the watchdog is moved before
+// its acquire returns (the portable layer confirms it).
+func (w *waiter) handedOff() driver.Grant {
+	g := granted(w.rev, w.secs, w.since)
+	g.Window = w.sess.ttl
+	return g
+}
+
+// moveHandedOff moves the keys of items that a queue granted on the wait
+// lease (handedOff) to the lease of their TTL, each only if its token
+// still holds it and its value is unchanged (takeBack), before a refresh
+// renews them: their first refresh. The result maps each item it tried to
+// move to nil (moved) or its error, as takeBackAll's.
+func (d *etcdDriver) moveHandedOff(ctx context.Context, items []driver.RefreshItem, keys []string) map[int]error {
+	out := map[int]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, it := range items {
+		s := d.pool.sessionOf(keys[i])
+		secs, err := d.leaseSeconds(it.TTL)
+		if keys[i] == "" || s == nil || err != nil || s.secs != d.waitSecs() || secs <= s.secs {
+			continue
+		}
+		wg.Go(func() {
+			// A key gone or taken over is the lease's end; any other
+			// failure (a new lease ended at once, the transport) leaves
+			// the key on the wait lease, to move at the next refresh.
+			err := d.moveHeld(ctx, keys[i], it.Token, secs)
+			if err != nil && !errors.Is(err, driver.ErrNotHeld) {
+				err = d.fail(ctx, err)
+			}
+			mu.Lock()
+			out[i] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// moveHeld puts key, held by token, under the driver's lease of secs,
+// its value unchanged, and binds it there.
+func (d *etcdDriver) moveHeld(ctx context.Context, key, token string, secs int64) error {
+	for retried := false; ; retried = true {
+		s, _, err := d.pool.rebind(ctx, key, secs, false)
+		if err != nil {
+			return err
+		}
+		err = d.takeBack(ctx, key, token, s.id)
+		d.pool.settle(key, s, err == nil)
+		if !errors.Is(err, errSessionGone) || retried {
+			return err
+		}
+		// The lease of secs ended since its last renewal: nothing was
+		// written. Take a new one, once.
+		d.pool.gone(s)
+	}
 }
 
 // promote makes the waiter's key, now first in line on the wait lease,
