@@ -43,20 +43,31 @@ type meter struct {
 }
 
 // start begins a run under ctx; with a timed budget the returned
-// context ends drain after the budget, and cancel must be called when
-// the run is over.
+// context is canceled drain after the budget, and cancel must be called
+// when the run is over.
+//
+// The run's end cancels its context rather than being its deadline: the
+// workloads stand for long-running workers, whose waits have no deadline
+// (a shutdown cancels them), and a deadline on every call would make each
+// wait a bounded one, which some lockers pay for (dlock's etcd and
+// Postgres drivers end a bounded wait in the server, so that a waiter
+// that gave up never holds the lock). A workload that wants bounded
+// waits asks for them itself.
 func (b Budget) start(ctx context.Context, drain time.Duration) (*meter, context.CancelFunc) {
 	m := &meter{}
 	var cancel context.CancelFunc
-	if b.Timed() {
-		m.end = time.Now().Add(b.d)
-		m.stop = m.end.Add(max(drain, 0))
-		m.ctx, cancel = context.WithDeadline(ctx, m.stop)
-	} else {
+	m.ctx, cancel = context.WithCancel(ctx)
+	if !b.Timed() {
 		m.left.Store(int64(b.count))
-		m.ctx, cancel = context.WithCancel(ctx)
+		return m, cancel
 	}
-	return m, cancel
+	m.end = time.Now().Add(b.d)
+	m.stop = m.end.Add(max(drain, 0))
+	stop := time.AfterFunc(time.Until(m.stop), cancel)
+	return m, func() {
+		stop.Stop()
+		cancel()
+	}
 }
 
 // next reports whether a worker may start another operation.
@@ -71,9 +82,10 @@ func (m *meter) next() bool {
 }
 
 // endSlack is how close to a timed run's end an error still counts as
-// the end cutting a wait short: a driver may end a wait in the server a
-// little before the deadline (pglock's advisory mode, by up to 50 ms) so
-// that nothing stays queued when the call returns.
+// the end cutting a wait short: a workload whose waits are bounded by the
+// run's end may see a driver end one in the server a little before its
+// deadline (pglock's advisory mode, by up to 50 ms), so that nothing stays
+// queued when the call returns.
 const endSlack = 100 * time.Millisecond
 
 // over reports whether the run's waits have been stopped (or are about

@@ -73,8 +73,8 @@ type Contend struct {
 // cfg.Hold and pausing Pause after its release. A timed budget cancels
 // the waits still under way when it ends (cfg.Drain after it); their
 // errors are not failures.
-// Releases run without the budget's deadline, so that a granted lock is
-// always given back.
+// Releases run without the budget's cancellation, so that a granted lock
+// is always given back.
 func RunContended(ctx context.Context, budget Budget, cfg Contend, lock Lock) *Contention {
 	if cfg.OnError == nil {
 		cfg.OnError = Stop

@@ -20,7 +20,7 @@ import (
 // tableColumns are WriteTable's columns and what the legend says of each.
 var tableColumns = []struct{ name, legend string }{
 	{"WORKLOAD", "uncontended-G, G goroutines on one Locker (the baseline: one client), each on its own name, one attempt then a release; " +
-		"contended-16, 16 workers each with its own Locker (session, connection) on one name: wait for the lock, release, pause 1 ms."},
+		"contended-16, 16 workers each with its own Locker (session, connection) on one name: wait for the lock without a bound (the run's end cancels the waits, as a shutdown would), release, pause 1 ms."},
 	{"SIDE", "dlock, or the hand-written baseline; contended, dlock's workers each with a Locker of their own, then (ref.) sharing one, " +
 		"and each way the baseline waits: * marks the best (the most critical " +
 		"sections per second), which RATIO is against; (ref.) marks a way shown for reference only, never the best (a busy poll " +
