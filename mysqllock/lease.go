@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -184,8 +185,15 @@ func (d *leases) grantLoop(ctx context.Context, req driver.Request, msg func() (
 			return d.outcome(ctx, req, t)
 		}
 	})
-	if errors.Is(err, errNotGranted) && ctx.Err() != nil {
-		err = ctx.Err()
+	switch cerr := ctx.Err(); {
+	case err == nil || cerr == nil || errors.Is(err, cerr):
+	case errors.Is(err, errNotGranted):
+		err = cerr
+	default:
+		// The caller gave up first: what failed after that (a connection
+		// the driver closed as the context ended reports itself bad) is
+		// the deadline's doing.
+		err = fmt.Errorf("%w (%v)", cerr, err)
 	}
 	return g, d.classify(err)
 }
