@@ -254,8 +254,10 @@ func WriteProfilesMarkdown(w io.Writer, p *Profiles) error {
 		"Where a contended target is missed, each side also ran the contended workload alone under the profiler: "+
 		"dlock's workers with a Locker each, the baseline's the way that was its best in the results above. "+
 		"The floor is what the server's standard load tool, written in C, reached against "+
-		"the same server: redis-benchmark counts requests (a cycle is two), pgbench transactions (a cycle each), and "+
-		"mysqlslap's time for its statements is given as cycles (two statements each).\n", p.Measured, p.Machine, p.Goroutines, seconds(p.SecondsPerSide))
+		"the same server: redis-benchmark counts requests (a cycle is two), pgbench transactions (a cycle each, or a "+
+		"critical section where the floor is a contended one), and mysqlslap's time for its statements is given as "+
+		"cycles (two statements each). A contended floor is the load tool on what bounds the contended workload: "+
+		"the baseline's own way of waiting with no client code, or the server's cost of the message a hand-off sends.\n", p.Measured, p.Machine, p.Goroutines, seconds(p.SecondsPerSide))
 	for _, b := range p.Backends {
 		fmt.Fprintf(w, "\n**%s**", b.Backend)
 		if b.Dlock.profiled() || b.Baseline.profiled() {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/dlockdev/dlock/cmd/dlock/internal/baseline"
 	"github.com/dlockdev/dlock/cmd/dlock/internal/benchreport"
@@ -128,6 +129,9 @@ func profileBackend(t *testing.T, u target, uncontended bool, way string) benchr
 		b.Contended = profileContended(t, u, tg, way)
 	}
 	b.Floors, b.NoFloor = floors(t, u)
+	if way != "" {
+		b.Floors = append(b.Floors, contendedFloors(t, u)...)
+	}
 	return b
 }
 
@@ -261,6 +265,65 @@ DELETE FROM dlock_bench_lease WHERE name = 'pgbench/' || :k AND token = 'token' 
 	return nil, "no load tool for this backend"
 }
 
+// contendedFloors runs, where u's backend misses a contended target, the
+// load tool on what bounds its contended workload: Postgres advisory, 16
+// pgbench clients taking one key with the blocking pg_advisory_lock and
+// pausing 1 ms after the unlock (the baseline's way, with no client
+// code); Postgres lease mode, the NOTIFY a hand-off sends, from one
+// client, with no other connection listening and with 16 idle
+// connections LISTENing on channels of their own, as 16 Lockers' do:
+// PostgreSQL 15 wakes every listening backend of the database at each
+// NOTIFY, whatever its channel.
+func contendedFloors(t *testing.T, u target) []benchreport.Floor {
+	pu, err := url.Parse(u.url)
+	if err != nil {
+		t.Fatalf("%s: %v", u.name, err)
+	}
+	switch u.backend {
+	case "postgres-advisory":
+		return []benchreport.Floor{pgbenchFloor(t, pu, "contended: pg_advisory_lock + pg_advisory_unlock of one key, a 1 ms pause after",
+			"SELECT pg_advisory_lock(7340033);\nSELECT pg_advisory_unlock(7340033);\n\\sleep 1 ms\n")}
+	case "postgres-lease":
+		notify := "SELECT pg_notify('dlock_floor_nobody', 'p 1 1 1');\n"
+		alone := pgbenchRun(t, pu, 1, 1, "1 client, a NOTIFY a transaction on a channel nobody listens to, no connection LISTENing",
+			"notifications/s", notify)
+		stop := listeners(t, pu, 16)
+		beside := pgbenchRun(t, pu, 1, 1, "the same beside 16 idle connections LISTENing on channels of their own",
+			"notifications/s", notify)
+		stop()
+		return []benchreport.Floor{alone, beside}
+	}
+	return nil
+}
+
+// listeners opens n connections to u's database, each LISTENing on a
+// channel of its own and otherwise idle, and returns what closes them.
+func listeners(t *testing.T, u *url.URL, n int) func() {
+	ctx := context.Background()
+	dsn := (&url.URL{Scheme: "postgres", User: url.User(u.User.Username()), Host: u.Host, Path: u.Path, RawQuery: "sslmode=disable"}).String()
+	if p, ok := u.User.Password(); ok {
+		dsn = (&url.URL{Scheme: "postgres", User: url.UserPassword(u.User.Username(), p), Host: u.Host, Path: u.Path, RawQuery: "sslmode=disable"}).String()
+	}
+	var conns []*pgx.Conn
+	stop := func() {
+		for _, c := range conns {
+			_ = c.Close(ctx)
+		}
+	}
+	for i := range n {
+		c, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			conns = append(conns, c)
+			_, err = c.Exec(ctx, fmt.Sprintf("LISTEN dlock_floor_idle_%d", i))
+		}
+		if err != nil {
+			stop()
+			t.Fatalf("listener %d: %v", i, err)
+		}
+	}
+	return stop
+}
+
 // installed is "" when the tool at path exists, else why it cannot run.
 func installed(path string) string {
 	if _, err := os.Stat(path); err != nil {
@@ -340,7 +403,13 @@ func parseRedisBenchmark(out string, err error) (float64, error) {
 // pgbenchFloor: pgbench, 16 clients on 2 threads for 3 s, prepared
 // statements, the script a transaction.
 func pgbenchFloor(t *testing.T, u *url.URL, what, script string) benchreport.Floor {
-	f := benchreport.Floor{Tool: "pgbench", What: "16 clients, -j 2, " + what, Unit: "transactions/s"}
+	return pgbenchRun(t, u, 16, 2, "16 clients, -j 2, "+what, "transactions/s", script)
+}
+
+// pgbenchRun: pgbench, clients on jobs threads for 3 s, prepared
+// statements, the script a transaction, its rate counted in unit.
+func pgbenchRun(t *testing.T, u *url.URL, clients, jobs int, what, unit, script string) benchreport.Floor {
+	f := benchreport.Floor{Tool: "pgbench", What: what, Unit: unit}
 	if f.NotRun = installed(pgbench); f.NotRun != "" {
 		return f
 	}
@@ -348,7 +417,7 @@ func pgbenchFloor(t *testing.T, u *url.URL, what, script string) benchreport.Flo
 	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runTool(t, pgbench, "-n", "-c", "16", "-j", "2", "-T", "3", "-M", "prepared", "-f", file,
+	out, err := runTool(t, pgbench, "-n", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(jobs), "-T", "3", "-M", "prepared", "-f", file,
 		"-h", u.Hostname(), "-p", u.Port(), "-U", u.User.Username(), strings.TrimPrefix(u.Path, "/"))
 	if err == nil {
 		f.PerSec, err = parsePgbench(out)
