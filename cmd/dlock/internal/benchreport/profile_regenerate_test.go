@@ -300,10 +300,9 @@ func contendedFloors(t *testing.T, u target) []benchreport.Floor {
 // channel of its own and otherwise idle, and returns what closes them.
 func listeners(t *testing.T, u *url.URL, n int) func() {
 	ctx := context.Background()
-	dsn := (&url.URL{Scheme: "postgres", User: url.User(u.User.Username()), Host: u.Host, Path: u.Path, RawQuery: "sslmode=disable"}).String()
-	if p, ok := u.User.Password(); ok {
-		dsn = (&url.URL{Scheme: "postgres", User: url.UserPassword(u.User.Username(), p), Host: u.Host, Path: u.Path, RawQuery: "sslmode=disable"}).String()
-	}
+	// u's own query holds dlock's settings, which pgx would send the
+	// server as run-time parameters.
+	dsn := (&url.URL{Scheme: "postgres", User: u.User, Host: u.Host, Path: u.Path, RawQuery: "sslmode=disable"}).String()
 	var conns []*pgx.Conn
 	stop := func() {
 		for _, c := range conns {
