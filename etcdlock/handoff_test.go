@@ -1,11 +1,7 @@
 package etcdlock_test
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -132,7 +128,7 @@ func TestHandedOffHolderThatStallsFreesTheLockWithTheWaitLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, granted := startGrantedChild(t, srv, election, name, ttl)
+	b, granted := startWaiterChild(t, srv, election, name, ttl, "forever")
 	queued(t, admin, name, 2)
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -158,45 +154,6 @@ func TestHandedOffHolderThatStallsFreesTheLockWithTheWaitLease(t *testing.T) {
 	if bf, err := strconv.ParseUint(strings.TrimSpace(fence), 10, 64); err != nil || c.Fence() <= bf {
 		t.Errorf("C's fence %d is not above B's %q", c.Fence(), fence)
 	}
-}
-
-// startGrantedChild starts a waiter child (waiterChild) for name without a
-// deadline, assuming the election timeout election, and returns it with a
-// channel that receives its fence when it is granted.
-func startGrantedChild(t *testing.T, srv *testserver.EtcdServer, election time.Duration, name string, ttl time.Duration) (*exec.Cmd, <-chan string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	spec := strings.Join([]string{srv.Endpoint, election.String(), name, ttl.String(), "forever"}, " ")
-	cmd.Env = append(os.Environ(), envWaiterChild+"="+spec)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := cmd.StdinPipe() // held open: the child holds until it closes
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	granted := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if f, ok := strings.CutPrefix(sc.Text(), "granted "); ok {
-				granted <- f
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return cmd, granted
 }
 
 // headRevision is the create revision of name's holder key.

@@ -1,6 +1,7 @@
 package etcdlock_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,14 +64,21 @@ func waiterChild(spec string) error {
 	return ls.Release(ctx)
 }
 
-// startWaiterChild starts a waiter child for name; it is killed at the
-// end of the test if still running.
-func startWaiterChild(t *testing.T, srv *testserver.EtcdServer, name string, ttl time.Duration, wait string) *exec.Cmd {
+// startWaiterChild starts a waiter child (waiterChild) for name, assuming
+// the election timeout election, with wait its wait ("forever" for none),
+// and returns it with a channel that receives its fence when it is
+// granted. It is resumed and killed at the end of the test if still
+// running.
+func startWaiterChild(t *testing.T, srv *testserver.EtcdServer, election time.Duration, name string, ttl time.Duration, wait string) (*exec.Cmd, <-chan string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	spec := strings.Join([]string{srv.Endpoint, srv.ElectionTimeout.String(), name, ttl.String(), wait}, " ")
+	spec := strings.Join([]string{srv.Endpoint, election.String(), name, ttl.String(), wait}, " ")
 	cmd.Env = append(os.Environ(), envWaiterChild+"="+spec)
-	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	stdin, err := cmd.StdinPipe() // held open: the child holds until it closes
 	if err != nil {
 		t.Fatal(err)
@@ -77,14 +86,25 @@ func startWaiterChild(t *testing.T, srv *testserver.EtcdServer, name string, ttl
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	granted := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if f, ok := strings.CutPrefix(sc.Text(), "granted "); ok {
+				granted <- f
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
 	t.Cleanup(func() {
 		_ = stdin.Close()
 		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
 	})
-	return cmd
+	return cmd, granted
 }
 
 // TestDeadWaiterDoesNotStallTheQueue: A holds a name with a 30 s TTL; B
@@ -114,7 +134,7 @@ func TestDeadWaiterDoesNotStallTheQueue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := startWaiterChild(t, srv, name, ttl, wait)
+			b, _ := startWaiterChild(t, srv, srv.ElectionTimeout, name, ttl, wait)
 			queued(t, admin, name, 2)
 			got := make(chan grant, 1)
 			c := locker(t, srv.Endpoint)
