@@ -87,7 +87,10 @@ bench-growth:
 # (16 goroutines, 3 s) on dlock's side alone and then on the baseline's
 # alone under Go's CPU profiler (the client's CPU: the servers are other
 # processes), and run the server's standard load tool against it
-# (redis-benchmark, pgbench, mysqlslap; etcd has none); write
+# (redis-benchmark, pgbench, mysqlslap; etcd has none), and where a
+# contended target is missed, profile the contended workload too and run
+# the load tool on what bounds it (pgbench: the blocking advisory lock,
+# the NOTIFY a lease hand-off sends); write
 # docs/profiles.json, then render from it the profile block of
 # docs/benchmarks.md. A missing load tool is recorded as not installed.
 # TestBenchDocsCurrent (in make test) fails while the block differs from

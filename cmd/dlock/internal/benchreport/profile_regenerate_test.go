@@ -47,9 +47,11 @@ var (
 // TestRegenerateProfiles profiles, for every backend that misses an
 // uncontended target in docs/benchmarks.json, the uncontended workload at
 // G = 16 on the dlock side alone and then on the baseline side alone (the
-// test process's CPU: the servers are other processes), runs the
-// backend's standard load tool against the same server, writes it all to
-// docs/profiles.json and renders from it the profile block of
+// test process's CPU: the servers are other processes), and for every
+// backend that misses a contended target the contended workload the same
+// way; runs the backend's standard load tool against the same server (and
+// for a contended miss, on what bounds it: contendedFloors), writes it
+// all to docs/profiles.json and renders from it the profile block of
 // docs/benchmarks.md. It is skipped unless DLOCK_PROFILE_UPDATE=1.
 func TestRegenerateProfiles(t *testing.T) {
 	if os.Getenv(envProfile) != "1" {
